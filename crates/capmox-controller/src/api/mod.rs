@@ -1,0 +1,37 @@
+//! The custom resources of `infrastructure.cluster.x-k8s.io/v1alpha3`
+//! (CAPI contract v1beta2): `ProxmoxCluster`, `ProxmoxClusterTemplate`,
+//! `ProxmoxMachine`, `ProxmoxMachineTemplate`, and their validation.
+
+pub mod cluster;
+pub mod common;
+pub mod crd;
+pub mod machine;
+pub mod templates;
+pub mod validation;
+
+pub use cluster::{
+    ApiEndpoint, ClusterMode, ClusterSettings, FailureDomain, InstanceNetwork, InstanceSpec,
+    InstanceStatus, IpPoolStatus, ProviderIdFormat, ProxmoxCluster, ProxmoxClusterSpec,
+    ProxmoxClusterStatus,
+};
+pub use common::{
+    Condition, Initialization, IpConfig, IpPoolReference, MatchPolicy, SchedulerHints, SecretRef,
+    TemplateSelector, TemplateSource, VmIdRange,
+};
+pub use machine::{
+    AdditionalVolume, Checks, DeviceAddresses, DiskFormat, DiskSize, Disks, MachineAddress,
+    MetadataSettings, NetworkDevice, NetworkSpec, NetworkStatus, NicModel, ProxmoxMachine,
+    ProxmoxMachineSpec, ProxmoxMachineStatus,
+};
+pub use templates::{
+    NodeInfo, ObjectMetaTemplate, ProxmoxClusterTemplate, ProxmoxClusterTemplateResource,
+    ProxmoxClusterTemplateSpec, ProxmoxMachineTemplate, ProxmoxMachineTemplateResource,
+    ProxmoxMachineTemplateSpec, ProxmoxMachineTemplateStatus,
+};
+
+/// API group of every kind here.
+pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
+/// API version of every kind here.
+pub const VERSION: &str = "v1alpha3";
+/// CAPI contract label stamped on every CRD (contract v1beta2 → our versions).
+pub const CONTRACT_LABEL: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "v1alpha3");

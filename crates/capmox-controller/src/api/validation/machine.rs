@@ -1,0 +1,363 @@
+//! ProxmoxMachine and ProxmoxMachineTemplate spec validation.
+
+use std::collections::BTreeSet;
+
+use super::FieldError;
+use super::cluster::{
+    check_node_names, check_selector, check_tags, check_vmid, check_vmid_range, is_bridge_name,
+    is_node_name,
+};
+use super::network::check_name_servers;
+use crate::api::cluster::{ClusterMode, ProxmoxClusterSpec};
+use crate::api::machine::{NicModel, ProxmoxMachineSpec};
+use crate::api::templates::ProxmoxMachineTemplateSpec;
+
+/// Every problem with a ProxmoxMachine spec on its own, each naming its field
+/// (paths start at `spec.`).
+///
+/// Rules: `storage`/`format` only with a full clone; `templateID` needs
+/// `sourceNode` and excludes `templateSelector`; tags in Proxmox syntax; disk
+/// slots valid and unique; NIC names `net0`..`net31` and unique, VLAN 1..=4094,
+/// MTU 1 or 576..=65520 and only with virtio, bridge names valid, MACs unicast;
+/// `vmIDRange` ordered and in range; `startup` and `bootOrder` in Proxmox syntax.
+pub fn validate_machine(spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
+    validate_machine_at("spec", spec)
+}
+
+/// [`validate_machine`] for the machine spec inside a ProxmoxMachineTemplate
+/// (paths start at `spec.template.spec.`).
+pub fn validate_machine_template(spec: &ProxmoxMachineTemplateSpec) -> Vec<FieldError> {
+    validate_machine_at("spec.template.spec", &spec.template.spec)
+}
+
+/// Problems of a machine spec relative to its cluster: a pinned `instance`
+/// that the cluster does not list, a `vmIDRange` outside the instance's, or
+/// `allowedNodes` outside the instance's nodes.
+pub fn validate_machine_for_cluster(
+    spec: &ProxmoxMachineSpec,
+    cluster: &ProxmoxClusterSpec,
+) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let Some(pin) = &spec.instance else {
+        return errs;
+    };
+    let instances = cluster.instances();
+    if instances.is_empty() {
+        if cluster.mode() == ClusterMode::Default && pin != crate::DEFAULT_INSTANCE_NAME {
+            errs.push(FieldError::new(
+                "spec.instance",
+                format!(
+                    "instance {pin:?} does not exist: the cluster lists no instances (its single Proxmox cluster is called {:?})",
+                    crate::DEFAULT_INSTANCE_NAME
+                ),
+            ));
+        }
+        return errs;
+    }
+    let Some(inst) = cluster.instance(pin) else {
+        let names: Vec<&str> = instances.iter().map(|i| i.name.as_str()).collect();
+        errs.push(FieldError::new(
+            "spec.instance",
+            format!(
+                "instance {pin:?} does not exist in the ProxmoxCluster (known: {})",
+                names.join(", ")
+            ),
+        ));
+        return errs;
+    };
+    if let (Some(mine), Some(theirs)) = (&spec.vm_id_range, &inst.vm_id_range)
+        && (mine.start < theirs.start || mine.end > theirs.end)
+    {
+        errs.push(FieldError::new(
+            "spec.vmIDRange",
+            format!(
+                "{}-{} is not inside instance {pin:?}'s vmIDRange {}-{}",
+                mine.start, mine.end, theirs.start, theirs.end
+            ),
+        ));
+    }
+    if !inst.nodes.is_empty() {
+        for (i, n) in spec.allowed_nodes.iter().enumerate() {
+            if !inst.nodes.contains(n) {
+                errs.push(FieldError::new(
+                    format!("spec.allowedNodes[{i}]"),
+                    format!("node {n:?} is not among instance {pin:?}'s nodes"),
+                ));
+            }
+        }
+    }
+    errs
+}
+
+fn validate_machine_at(base: &str, spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    let full = spec.full.unwrap_or(true);
+    if !full {
+        if spec.storage.is_some() {
+            errs.push(FieldError::new(
+                format!("{base}.storage"),
+                "only allowed for full clones (full: true); linked clones stay on the template's storage",
+            ));
+        }
+        if spec.format.is_some() {
+            errs.push(FieldError::new(
+                format!("{base}.format"),
+                "only allowed for full clones (full: true)",
+            ));
+        }
+    }
+    if let Some(i) = &spec.instance
+        && !crate::api::common::is_dns1123_label(i)
+    {
+        errs.push(FieldError::new(
+            format!("{base}.instance"),
+            format!("{i:?} is not an instance name (DNS-1123 label)"),
+        ));
+    }
+    if let Some(id) = spec.virtual_machine_id {
+        check_vmid(&format!("{base}.virtualMachineID"), id, &mut errs);
+    }
+    match (&spec.template_id, &spec.template_selector) {
+        (Some(_), Some(_)) => errs.push(FieldError::new(
+            format!("{base}.templateSelector"),
+            "templateID and templateSelector are mutually exclusive",
+        )),
+        (Some(id), None) => {
+            check_vmid(&format!("{base}.templateID"), *id, &mut errs);
+            if spec.source_node.is_none() {
+                errs.push(FieldError::new(
+                    format!("{base}.sourceNode"),
+                    "templateID needs sourceNode (the node that holds the template)",
+                ));
+            }
+        }
+        (None, Some(sel)) => check_selector(&format!("{base}.templateSelector"), sel, &mut errs),
+        (None, None) => {}
+    }
+    for (field, value) in [("sourceNode", &spec.source_node), ("target", &spec.target)] {
+        if let Some(n) = value
+            && !is_node_name(n)
+        {
+            errs.push(FieldError::new(
+                format!("{base}.{field}"),
+                format!("{n:?} is not a Proxmox node name"),
+            ));
+        }
+    }
+    if spec.num_sockets == Some(0) {
+        errs.push(FieldError::new(
+            format!("{base}.numSockets"),
+            "must be at least 1",
+        ));
+    }
+    if spec.num_cores == Some(0) {
+        errs.push(FieldError::new(
+            format!("{base}.numCores"),
+            "must be at least 1",
+        ));
+    }
+    if let Some(m) = spec.memory_mib
+        && m < 16
+    {
+        errs.push(FieldError::new(
+            format!("{base}.memoryMiB"),
+            format!("{m} MiB is below Proxmox's minimum of 16 MiB"),
+        ));
+    }
+    if let Some(disks) = &spec.disks {
+        let mut slots = BTreeSet::new();
+        if let Some(b) = &disks.boot_volume {
+            check_disk_slot(&format!("{base}.disks.bootVolume.disk"), &b.disk, &mut errs);
+            if b.size_gb == 0 {
+                errs.push(FieldError::new(
+                    format!("{base}.disks.bootVolume.sizeGb"),
+                    "must be at least 1 GiB",
+                ));
+            }
+            slots.insert(b.disk.as_str());
+        }
+        for (i, v) in disks.additional_volumes.iter().enumerate() {
+            let p = format!("{base}.disks.additionalVolumes[{i}]");
+            check_disk_slot(&format!("{p}.disk"), &v.disk, &mut errs);
+            if !slots.insert(v.disk.as_str()) {
+                errs.push(FieldError::new(
+                    format!("{p}.disk"),
+                    format!("disk slot {} is used twice", v.disk),
+                ));
+            }
+            if v.size_gb == 0 {
+                errs.push(FieldError::new(
+                    format!("{p}.sizeGb"),
+                    "must be at least 1 GiB",
+                ));
+            }
+        }
+    }
+    if let Some(net) = &spec.network {
+        let mut names = BTreeSet::new();
+        for (i, d) in net.network_devices.iter().enumerate() {
+            let p = format!("{base}.network.networkDevices[{i}]");
+            if !is_net_name(&d.name) {
+                errs.push(FieldError::new(
+                    format!("{p}.name"),
+                    format!("{:?} is not a device name net0..net31", d.name),
+                ));
+            } else if !names.insert(d.name.as_str()) {
+                errs.push(FieldError::new(
+                    format!("{p}.name"),
+                    format!("device {} is listed twice", d.name),
+                ));
+            }
+            if let Some(b) = &d.bridge
+                && !is_bridge_name(b)
+            {
+                errs.push(FieldError::new(
+                    format!("{p}.bridge"),
+                    format!("{b:?} is not a bridge name (e.g. vmbr0)"),
+                ));
+            }
+            if let Some(v) = d.vlan
+                && !(1..=4094).contains(&v)
+            {
+                errs.push(FieldError::new(
+                    format!("{p}.vlan"),
+                    format!("VLAN tag {v} is outside 1..4094"),
+                ));
+            }
+            if let Some(mtu) = d.mtu {
+                if mtu != 1 && !(576..=65520).contains(&mtu) {
+                    errs.push(FieldError::new(
+                        format!("{p}.mtu"),
+                        format!(
+                            "{mtu} must be 1 (inherit the bridge MTU) or between 576 and 65520"
+                        ),
+                    ));
+                }
+                let model = d.model.unwrap_or_default();
+                if model != NicModel::Virtio {
+                    errs.push(FieldError::new(
+                        format!("{p}.mtu"),
+                        format!(
+                            "mtu is only supported with model virtio, not {}",
+                            model.as_str()
+                        ),
+                    ));
+                }
+            }
+            if let Some(mac) = &d.mac_address
+                && !is_unicast_mac(mac)
+            {
+                errs.push(FieldError::new(
+                    format!("{p}.macAddress"),
+                    format!("{mac:?} is not a unicast MAC address XX:XX:XX:XX:XX:XX"),
+                ));
+            }
+            for (j, r) in d.ip_pool_ref.iter().enumerate() {
+                if r.name.is_empty() || r.kind.is_empty() || r.api_group.is_empty() {
+                    errs.push(FieldError::new(
+                        format!("{p}.ipPoolRef[{j}]"),
+                        "apiGroup, kind and name are all required",
+                    ));
+                }
+            }
+            if d.ip_pool_ref.len() > 2 {
+                errs.push(FieldError::new(
+                    format!("{p}.ipPoolRef"),
+                    "at most one pool per IP family (two entries)",
+                ));
+            }
+            check_name_servers(&format!("{p}.dnsServers"), &d.dns_servers, &mut errs);
+        }
+    }
+    if let Some(r) = &spec.vm_id_range {
+        check_vmid_range(&format!("{base}.vmIDRange"), r, &mut errs);
+    }
+    check_node_names(
+        &format!("{base}.allowedNodes"),
+        &spec.allowed_nodes,
+        &mut errs,
+    );
+    check_tags(&format!("{base}.tags"), &spec.tags, &mut errs);
+    if let Some(s) = &spec.startup
+        && !is_startup(s)
+    {
+        errs.push(FieldError::new(
+            format!("{base}.startup"),
+            format!("{s:?} is not Proxmox startup syntax order=N,up=S,down=S"),
+        ));
+    }
+    if let Some(b) = &spec.boot_order
+        && !is_boot_order(b)
+    {
+        errs.push(FieldError::new(
+            format!("{base}.bootOrder"),
+            format!(
+                "{b:?} is not Proxmox boot syntax order=<dev>[;<dev>...] (e.g. order=scsi0;net0)"
+            ),
+        ));
+    }
+    errs
+}
+
+fn check_disk_slot(path: &str, slot: &str, errs: &mut Vec<FieldError>) {
+    if !is_disk_slot(slot) {
+        errs.push(FieldError::new(
+            path.to_string(),
+            format!("{slot:?} is not a disk slot (scsi0..scsi30, virtio0..virtio15, sata0..sata5, ide0..ide3)"),
+        ));
+    }
+}
+
+fn indexed(name: &str, prefix: &str, max: u32) -> bool {
+    name.strip_prefix(prefix).is_some_and(|n| {
+        !n.is_empty()
+            && n.chars().all(|c| c.is_ascii_digit())
+            && (n == "0" || !n.starts_with('0'))
+            && n.parse::<u32>().is_ok_and(|v| v <= max)
+    })
+}
+
+/// `scsi0..scsi30`, `virtio0..virtio15`, `sata0..sata5`, `ide0..ide3` (qemu-server limits).
+pub(crate) fn is_disk_slot(s: &str) -> bool {
+    indexed(s, "scsi", 30)
+        || indexed(s, "virtio", 15)
+        || indexed(s, "sata", 5)
+        || indexed(s, "ide", 3)
+}
+
+/// `net0..net31`.
+pub(crate) fn is_net_name(s: &str) -> bool {
+    indexed(s, "net", 31)
+}
+
+fn is_unicast_mac(mac: &str) -> bool {
+    let parts: Vec<&str> = mac.split(':').collect();
+    parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
+        && u8::from_str_radix(parts[0], 16).is_ok_and(|b| b & 1 == 0)
+}
+
+fn is_startup(s: &str) -> bool {
+    !s.is_empty()
+        && s.split(',').all(|kv| {
+            kv.split_once('=').is_some_and(|(k, v)| {
+                matches!(k, "order" | "up" | "down")
+                    && !v.is_empty()
+                    && v.chars().all(|c| c.is_ascii_digit())
+            })
+        })
+}
+
+fn is_boot_order(s: &str) -> bool {
+    s.strip_prefix("order=").is_some_and(|devs| {
+        !devs.is_empty()
+            && devs.split(';').all(|d| {
+                is_disk_slot(d)
+                    || is_net_name(d)
+                    || indexed(d, "hostpci", 15)
+                    || indexed(d, "usb", 4)
+            })
+    })
+}

