@@ -35,16 +35,9 @@ pub fn pool_spec(config: &IpConfig) -> PoolSpec {
 }
 
 fn push_ipam(errs: &mut Vec<FieldError>, e: IpamError, fallback_path: &str) {
-    let text = e.to_string();
     match e.field() {
-        Some(field) => {
-            let message = text
-                .strip_prefix(&format!("{field}: "))
-                .unwrap_or(&text)
-                .to_string();
-            errs.push(FieldError::new(field, message));
-        }
-        None => errs.push(FieldError::new(fallback_path, text)),
+        Some(field) => errs.push(FieldError::new(field, e.detail())),
+        None => errs.push(FieldError::new(fallback_path, e.to_string())),
     }
 }
 
