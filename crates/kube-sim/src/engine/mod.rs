@@ -1,0 +1,212 @@
+//! The API semantics, independent of HTTP: create, get, list, update, patch, apply,
+//! delete and watch subscription on resource types, with kube-apiserver's rules for
+//! names, namespaces, `resourceVersion` preconditions, the status subresource,
+//! `generation`, managed fields, finalizers and validation.
+//!
+//! Writes follow kube-apiserver's `GuaranteedUpdate`: read the current object under the
+//! state lock, compute the new one outside it (patching, defaulting, validation, CEL),
+//! then commit under the lock if the object did not change meanwhile, else recompute.
+
+mod delete;
+mod read;
+mod write;
+
+pub use delete::{DeleteOptions, DeleteOutcome, Propagation};
+pub(crate) use delete::{FOREGROUND, ORPHAN, delete_locked};
+pub use read::{ListOptions, Selectors, WatchStart};
+pub(crate) use write::store_update;
+pub use write::{FieldValidation, Subresource, WriteOptions, Written};
+
+use crate::api_error::ApiError;
+use crate::resource::{Builtin, ResourceType, StorageKey, Version, View, builtin, events};
+use crate::store::{ObjKey, State};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+/// A request's target: resource type, version and namespace.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// The resource type.
+    pub rt: Arc<ResourceType>,
+    /// The requested version (served).
+    pub version: String,
+    /// The namespace from the URL (`None`: cluster-scoped resource or all namespaces).
+    pub namespace: Option<String>,
+}
+
+impl Target {
+    /// The requested version's definition.
+    pub fn version_def(&self) -> Result<&Version, ApiError> {
+        self.rt
+            .served_version(&self.version)
+            .ok_or_else(|| ApiError::no_route(&self.version))
+    }
+
+    /// The namespace part of object keys ("" for cluster-scoped resources).
+    pub fn ns(&self) -> &str {
+        if self.rt.namespaced {
+            self.namespace.as_deref().unwrap_or("")
+        } else {
+            ""
+        }
+    }
+
+    /// The key of a named object.
+    pub fn key(&self, name: &str) -> ObjKey {
+        ObjKey::new(self.ns(), name)
+    }
+
+    /// `apiVersion` of the request.
+    pub fn api_version(&self) -> String {
+        self.rt.api_version(&self.version)
+    }
+
+    /// 404 for a named object.
+    pub fn not_found(&self, name: &str) -> ApiError {
+        ApiError::not_found(&self.rt.group, &self.rt.plural, name)
+    }
+}
+
+/// The stored form of an object served through `rt`.
+pub fn to_storage(rt: &ResourceType, mut obj: Value) -> Value {
+    match rt.view {
+        View::EventsV1 => events::to_core(&obj),
+        View::Plain => {
+            let av = rt.api_version(rt.storage_version());
+            crate::json::ensure_object(&mut obj).insert("apiVersion".into(), Value::String(av));
+            obj
+        }
+    }
+}
+
+/// The served form of a stored object at `version`.
+pub fn to_view(rt: &ResourceType, version: &str, stored: &Value) -> Value {
+    let mut out = match rt.view {
+        View::EventsV1 => events::from_core(stored),
+        View::Plain => stored.clone(),
+    };
+    let m = crate::json::ensure_object(&mut out);
+    m.insert("apiVersion".into(), Value::String(rt.api_version(version)));
+    m.insert("kind".into(), Value::String(rt.kind.clone()));
+    out
+}
+
+/// The simulated API server's state and operations.
+#[derive(Debug)]
+pub struct Engine {
+    state: Mutex<State>,
+    gc_wake: Notify,
+}
+
+impl Engine {
+    /// A server with the built-in kinds and the initial namespaces, keeping
+    /// `history_limit` watch events per resource.
+    pub fn new(history_limit: usize) -> Arc<Engine> {
+        let mut state = State::new(history_limit);
+        for rt in builtin::all() {
+            state.ensure_type(&rt.storage);
+            state.registry.insert(rt);
+        }
+        let now = crate::clock::now_rfc3339();
+        let ns_key = StorageKey {
+            group: String::new(),
+            plural: "namespaces".into(),
+        };
+        for ns in builtin::INITIAL_NAMESPACES {
+            let obj = json!({
+                "apiVersion": "v1", "kind": "Namespace",
+                "metadata": {
+                    "name": ns, "uid": uuid::Uuid::new_v4().to_string(),
+                    "creationTimestamp": now,
+                    "labels": {"kubernetes.io/metadata.name": ns}
+                },
+                "spec": {"finalizers": ["kubernetes"]},
+                "status": {"phase": "Active"}
+            });
+            state.put(&ns_key, ObjKey::new("", ns), obj);
+        }
+        Arc::new(Engine {
+            state: Mutex::new(state),
+            gc_wake: Notify::new(),
+        })
+    }
+
+    /// Locks the state (a poisoned lock is recovered: the state is always consistent
+    /// between statements that mutate it).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        match self.state.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    /// Wakes the garbage collector.
+    pub fn wake_gc(&self) {
+        self.gc_wake.notify_one();
+    }
+
+    /// Waits until the garbage collector is woken.
+    pub async fn gc_woken(&self) {
+        self.gc_wake.notified().await;
+    }
+
+    /// Looks up a served resource by group, version and plural.
+    pub fn resolve(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        let rt = self.lock().registry.get(group, plural)?;
+        rt.served_version(version)?;
+        Some(rt)
+    }
+
+    /// A snapshot of the registry.
+    pub fn registry(&self) -> crate::resource::Registry {
+        self.lock().registry.clone()
+    }
+
+    /// The current `resourceVersion`.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+}
+
+/// Whether a kind tracks `metadata.generation` (custom resources and CRDs).
+pub fn tracks_generation(rt: &ResourceType) -> bool {
+    matches!(rt.builtin, None | Some(Builtin::Crd))
+}
+
+/// `metadata.namespace` checks for namespaced writes: the namespace must exist and not be
+/// terminating (404 / 403 as kube-apiserver's NamespaceLifecycle admission answers).
+pub fn check_namespace(
+    state: &State,
+    rt: &ResourceType,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    if !rt.namespaced {
+        return Ok(());
+    }
+    let key = StorageKey {
+        group: String::new(),
+        plural: "namespaces".into(),
+    };
+    match state.get(&key, &ObjKey::new("", ns)) {
+        None => Err(ApiError::not_found("", "namespaces", ns)),
+        Some(n) if crate::json::is_deleting(&n) => {
+            let mut e = ApiError::forbidden(
+                &rt.group,
+                &rt.plural,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            );
+            e.causes = vec![crate::api_error::Cause::new(
+                "NamespaceTerminating",
+                "metadata.namespace",
+                format!("namespace {ns} is being terminated"),
+            )];
+            Err(e)
+        }
+        Some(_) => Ok(()),
+    }
+}

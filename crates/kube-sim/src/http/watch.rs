@@ -1,0 +1,244 @@
+//! Watch streams: newline-delimited `{"type": ..., "object": ...}` events over a chunked
+//! `200` response, fed by the resource's broadcast channel (no polling).
+//!
+//! - `resourceVersion` unset or `"0"`, or `sendInitialEvents=true`: synthetic `ADDED`
+//!   events for the current objects first (then, with `sendInitialEvents`, a `BOOKMARK`
+//!   annotated `k8s.io/initial-events-end: "true"`);
+//! - a version older than the kept history: one `ERROR` event with a `410 Expired`
+//!   Status, as kube-apiserver's watch cache answers;
+//! - `allowWatchBookmarks=true`: a `BOOKMARK` every bookmark interval carrying a version
+//!   up to which every event has been sent;
+//! - selectors: an object that stops matching is sent as `DELETED`, one that starts
+//!   matching as `ADDED`;
+//! - a watcher too slow for the broadcast buffer gets a `410` `ERROR` event and the
+//!   stream ends (the client relists); the stream ends at `timeoutSeconds`.
+
+use super::App;
+use super::negotiate::Output;
+use super::table::{IncludeObject, partial_metadata, table};
+use crate::api_error::ApiError;
+use crate::engine::{ListOptions, Selectors, Target, WatchStart, to_view};
+use crate::store::{EventType, Subscription, WatchRecord};
+use axum::body::{Body, Bytes};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// Watch request parameters beyond the list options.
+#[derive(Clone, Debug)]
+pub struct WatchParams {
+    /// `timeoutSeconds` (default 1800).
+    pub timeout: Duration,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// `sendInitialEvents`.
+    pub send_initial: bool,
+    /// Response representation.
+    pub output: Output,
+    /// `includeObject` for Table output.
+    pub include: IncludeObject,
+}
+
+fn line(kind: &str, object: Value) -> Bytes {
+    let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
+    v.push(b'\n');
+    Bytes::from(v)
+}
+
+struct Renderer {
+    t: Target,
+    sel: Selectors,
+    output: Output,
+    include: IncludeObject,
+}
+
+impl Renderer {
+    fn render(&self, stored: &Value) -> Value {
+        let view = to_view(&self.t.rt, &self.t.version, stored);
+        match self.output {
+            Output::Json => view,
+            Output::Meta => partial_metadata(&view),
+            Output::Table { beta } => {
+                let v = self.t.rt.served_version(&self.t.version).cloned();
+                match v {
+                    Some(v) => table(&self.t.rt, &v, &[view], json!({}), self.include, beta),
+                    None => view,
+                }
+            }
+        }
+    }
+
+    fn in_scope(&self, obj: &Value) -> bool {
+        let ns = self.t.ns();
+        ns.is_empty() || crate::json::namespace(obj) == ns
+    }
+
+    fn matches(&self, obj: &Value) -> bool {
+        self.in_scope(obj) && self.sel.matches(&self.t, obj)
+    }
+
+    fn event(&self, rec: &WatchRecord) -> Option<Bytes> {
+        let now = self.matches(&rec.object);
+        let before = rec.prev.as_deref().is_some_and(|p| self.matches(p));
+        let kind = match rec.kind {
+            EventType::Added if now => "ADDED",
+            EventType::Modified if now && before => "MODIFIED",
+            EventType::Modified if now => "ADDED",
+            EventType::Modified if before => "DELETED",
+            EventType::Deleted if now || before => "DELETED",
+            _ => return None,
+        };
+        Some(line(kind, self.render(&rec.object)))
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let (av, kind) = match self.output {
+            Output::Json => (self.t.api_version(), self.t.rt.kind.clone()),
+            Output::Meta => (
+                "meta.k8s.io/v1".to_string(),
+                "PartialObjectMetadata".to_string(),
+            ),
+            Output::Table { .. } => ("meta.k8s.io/v1".to_string(), "Table".to_string()),
+        };
+        let mut meta = json!({"resourceVersion": rv.to_string()});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line(
+            "BOOKMARK",
+            json!({"apiVersion": av, "kind": kind, "metadata": meta}),
+        )
+    }
+}
+
+fn streaming(rx: mpsc::Receiver<Bytes>, output: Output) -> Response {
+    let mut rx = rx;
+    let stream = futures::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx)
+            .map(|o| o.map(Ok::<Bytes, std::convert::Infallible>))
+    });
+    let ct = match output {
+        Output::Table { .. } => "application/json;as=Table;v=v1;g=meta.k8s.io",
+        _ => "application/json",
+    };
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, ct),
+            (header::CACHE_CONTROL, "no-cache, private"),
+        ],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+fn expired(e: &ApiError, output: Output) -> Response {
+    let (tx, rx) = mpsc::channel(1);
+    let _ = tx.try_send(line("ERROR", e.to_status()));
+    streaming(rx, output)
+}
+
+/// Serves a watch request.
+pub fn serve(
+    app: &Arc<App>,
+    t: Target,
+    opts: ListOptions,
+    params: WatchParams,
+) -> Result<Response, ApiError> {
+    let sel = Selectors::parse(&t, &opts)?;
+    let start = match app.engine.watch_start(&t, &opts, params.send_initial) {
+        Ok(s) => s,
+        Err(e) if e.code == 410 => return Ok(expired(&e, params.output)),
+        Err(e) => return Err(e),
+    };
+    let r = Renderer {
+        t,
+        sel,
+        output: params.output,
+        include: params.include,
+    };
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let engine = app.engine.clone();
+    let interval = app.bookmark_interval;
+    let WatchStart {
+        initial,
+        sub,
+        start_rv,
+    } = start;
+    let Subscription {
+        backlog,
+        rx: mut events,
+    } = sub;
+    tokio::spawn(async move {
+        for obj in &initial {
+            if r.matches(obj) && tx.send(line("ADDED", r.render(obj))).await.is_err() {
+                return;
+            }
+        }
+        if params.send_initial && tx.send(r.bookmark(start_rv, true)).await.is_err() {
+            return;
+        }
+        for rec in &backlog {
+            if rec.rv > start_rv
+                && let Some(ev) = r.event(rec)
+                && tx.send(ev).await.is_err()
+            {
+                return;
+            }
+        }
+        let deadline = tokio::time::sleep(params.timeout);
+        tokio::pin!(deadline);
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+        loop {
+            tokio::select! {
+                _ = &mut deadline => return,
+                _ = tx.closed() => return,
+                _ = tick.tick(), if params.bookmarks => {
+                    // Everything committed up to `rv` is already in the channel: send it
+                    // first, then the bookmark.
+                    let rv = engine.current_rv();
+                    loop {
+                        match events.try_recv() {
+                            Ok(rec) => {
+                                if rec.rv > start_rv
+                                    && let Some(ev) = r.event(&rec)
+                                    && tx.send(ev).await.is_err()
+                                {
+                                    return;
+                                }
+                            }
+                            Err(broadcast::error::TryRecvError::Empty) => break,
+                            Err(broadcast::error::TryRecvError::Lagged(_)) => {
+                                let _ = tx.send(line("ERROR", ApiError::gone("too old resource version: watcher fell behind").to_status())).await;
+                                return;
+                            }
+                            Err(broadcast::error::TryRecvError::Closed) => return,
+                        }
+                    }
+                    if tx.send(r.bookmark(rv.max(start_rv), false)).await.is_err() {
+                        return;
+                    }
+                }
+                rec = events.recv() => match rec {
+                    Ok(rec) => {
+                        if rec.rv > start_rv
+                            && let Some(ev) = r.event(&rec)
+                            && tx.send(ev).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => {
+                        let _ = tx.send(line("ERROR", ApiError::gone("too old resource version: watcher fell behind").to_status())).await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }
+    });
+    Ok(streaming(rx, params.output))
+}

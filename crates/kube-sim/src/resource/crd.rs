@@ -1,0 +1,293 @@
+//! `CustomResourceDefinition` (`apiextensions.k8s.io/v1`) to [`ResourceType`]: the
+//! checks kube-apiserver makes on a CRD that matter here (names, scope, exactly one
+//! storage version, a schema per version), and the `status` it reports
+//! (`NamesAccepted`, `Established`).
+
+use super::{
+    ColumnSource, PrinterColumn, ResourceType, StorageKey, Version, View, version_priority,
+};
+use crate::api_error::Cause;
+use crate::schema::cel::CelRules;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
+    crate::json::get_path(v, path)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+}
+
+fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn columns(v: &Value) -> Vec<PrinterColumn> {
+    let Some(cols) = v.get("additionalPrinterColumns").and_then(Value::as_array) else {
+        return vec![PrinterColumn::age()];
+    };
+    cols.iter()
+        .map(|c| PrinterColumn {
+            name: s(c, &["name"]).to_string(),
+            type_: s(c, &["type"]).to_string(),
+            format: s(c, &["format"]).to_string(),
+            description: s(c, &["description"]).to_string(),
+            priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+            source: ColumnSource::JsonPath(s(c, &["jsonPath"]).to_string()),
+        })
+        .collect()
+}
+
+fn selectable_fields(v: &Value) -> Vec<String> {
+    v.get("selectableFields")
+        .and_then(Value::as_array)
+        .map(|fields| {
+            fields
+                .iter()
+                .map(|f| s(f, &["jsonPath"]).trim_start_matches('.').to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Parses and checks a CRD. Errors are `422` causes with the CRD field paths.
+pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
+    let mut causes = Vec::new();
+    let group = s(crd, &["spec", "group"]).to_string();
+    let plural = s(crd, &["spec", "names", "plural"]).to_string();
+    let kind = s(crd, &["spec", "names", "kind"]).to_string();
+    let name = crate::json::name(crd).to_string();
+    if group.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.group",
+            "Required value",
+        ));
+    } else if !group.contains('.') || !crate::schema::meta::is_dns_subdomain(&group) {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.group",
+            format!("Invalid value: {group:?}: should be a domain with at least one dot"),
+        ));
+    }
+    if plural.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.plural",
+            "Required value",
+        ));
+    } else if !crate::schema::meta::is_dns_label(&plural) {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.names.plural",
+            format!("Invalid value: {plural:?}: a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-'"),
+        ));
+    }
+    if kind.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueRequired",
+            "spec.names.kind",
+            "Required value",
+        ));
+    }
+    if !plural.is_empty() && !group.is_empty() && name != format!("{plural}.{group}") {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "metadata.name",
+            format!("Invalid value: {name:?}: must be spec.names.plural+\".\"+spec.group"),
+        ));
+    }
+    let scope = s(crd, &["spec", "scope"]);
+    let namespaced = match scope {
+        "Namespaced" => true,
+        "Cluster" => false,
+        other => {
+            causes.push(Cause::new(
+                "FieldValueNotSupported",
+                "spec.scope",
+                format!(
+                    "Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+                ),
+            ));
+            true
+        }
+    };
+    let mut versions = Vec::new();
+    let raw_versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if raw_versions.is_empty() {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.versions",
+            "Invalid value: \"null\": must have exactly one version marked as storage version",
+        ));
+    }
+    for (i, v) in raw_versions.iter().enumerate() {
+        let vname = s(v, &["name"]).to_string();
+        if vname.is_empty() || !crate::schema::meta::is_dns_label(&vname) {
+            causes.push(Cause::new(
+                "FieldValueInvalid",
+                format!("spec.versions[{i}].name"),
+                format!("Invalid value: {vname:?}: a DNS-1035 label is required"),
+            ));
+        }
+        let schema = v.pointer("/schema/openAPIV3Schema").cloned();
+        match &schema {
+            None => causes.push(Cause::new(
+                "FieldValueRequired",
+                format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                "Required value: schemas are required",
+            )),
+            Some(sch) if sch.get("type").and_then(Value::as_str) != Some("object") => {
+                causes.push(Cause::new(
+                    "FieldValueInvalid",
+                    format!("spec.versions[{i}].schema.openAPIV3Schema.type"),
+                    "Invalid value: \"\": must be object at the root",
+                ))
+            }
+            _ => {}
+        }
+        let cel = schema.as_ref().and_then(CelRules::compile).map(Arc::new);
+        versions.push(Version {
+            name: vname,
+            served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
+            storage: v.get("storage").and_then(Value::as_bool).unwrap_or(false),
+            schema: schema.map(Arc::new),
+            cel,
+            status_subresource: v.pointer("/subresources/status").is_some(),
+            columns: columns(v),
+            selectable_fields: selectable_fields(v),
+        });
+    }
+    let storage_count = versions.iter().filter(|v| v.storage).count();
+    if !raw_versions.is_empty() && storage_count != 1 {
+        causes.push(Cause::new(
+            "FieldValueInvalid",
+            "spec.versions",
+            "Invalid value: \"array\": must have exactly one version marked as storage version",
+        ));
+    }
+    if !causes.is_empty() {
+        return Err(causes);
+    }
+    versions.sort_by_key(|v| version_priority(&v.name));
+    let singular = match s(crd, &["spec", "names", "singular"]) {
+        "" => kind.to_lowercase(),
+        x => x.to_string(),
+    };
+    let list_kind = match s(crd, &["spec", "names", "listKind"]) {
+        "" => format!("{kind}List"),
+        x => x.to_string(),
+    };
+    Ok(ResourceType {
+        storage: StorageKey {
+            group: group.clone(),
+            plural: plural.clone(),
+        },
+        group,
+        kind,
+        list_kind,
+        plural,
+        singular,
+        short_names: strings(crd.pointer("/spec/names/shortNames")),
+        categories: strings(crd.pointer("/spec/names/categories")),
+        namespaced,
+        versions,
+        view: View::Plain,
+        builtin: None,
+        return_deleted_object: true,
+        allow_unconditional_update: false,
+    })
+}
+
+/// The `status` kube-apiserver reports for an accepted CRD.
+pub fn accepted_status(crd: &Value, now: &str) -> Value {
+    let names = crd.pointer("/spec/names").cloned().unwrap_or(json!({}));
+    let mut accepted = names;
+    if let Some(m) = accepted.as_object_mut() {
+        let kind = m
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        m.entry("singular").or_insert(json!(kind.to_lowercase()));
+        m.entry("listKind").or_insert(json!(format!("{kind}List")));
+    }
+    let stored: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    json!({
+        "acceptedNames": accepted,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": now,
+             "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "lastTransitionTime": now,
+             "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"}
+        ],
+        "storedVersions": stored
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn crd() -> Value {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {
+                "group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget", "shortNames": ["wd"]},
+                "versions": [
+                    {"name": "v1alpha1", "served": true, "storage": false, "schema": {"openAPIV3Schema": {"type": "object"}}},
+                    {"name": "v1", "served": true, "storage": true, "subresources": {"status": {}},
+                     "schema": {"openAPIV3Schema": {"type": "object"}},
+                     "additionalPrinterColumns": [{"name": "Size", "type": "integer", "jsonPath": ".spec.size"}]}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn parses_names_versions_and_columns() {
+        let rt = from_crd(&crd()).expect("valid");
+        assert_eq!(rt.kind, "Widget");
+        assert_eq!(rt.list_kind, "WidgetList");
+        assert_eq!(rt.singular, "widget");
+        assert_eq!(rt.short_names, vec!["wd"]);
+        assert_eq!(rt.preferred_version(), "v1");
+        assert_eq!(rt.storage_version(), "v1");
+        let v1 = rt.served_version("v1").expect("served");
+        assert!(v1.status_subresource);
+        assert_eq!(v1.columns[0].name, "Size");
+        let alpha = rt.served_version("v1alpha1").expect("served");
+        assert_eq!(alpha.columns, vec![PrinterColumn::age()]);
+    }
+
+    #[test]
+    fn refuses_bad_name_and_two_storage_versions() {
+        let mut c = crd();
+        c["metadata"]["name"] = json!("wrong");
+        c["spec"]["versions"][0]["storage"] = json!(true);
+        let causes = from_crd(&c).expect_err("invalid");
+        let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+        assert_eq!(fields, vec!["metadata.name", "spec.versions"]);
+    }
+}
