@@ -1,0 +1,25 @@
+//! The API, by area. Each submodule adds methods to [`crate::PveClient`] and
+//! defines the typed requests and responses of its endpoints.
+//!
+//! | module | endpoints |
+//! |---|---|
+//! | [`version`] | `GET /version` |
+//! | [`cluster`] | `GET /cluster/status`, `/cluster/resources`, `/cluster/nextid` |
+//! | [`nodes`] | `GET /nodes`, `/nodes/{node}/status` |
+//! | [`storage`] | storages, storage status, content list, ISO upload, volume delete |
+//! | [`qemu`] | VM list, config GET/POST/PUT, pending, clone, resize, status, power, delete |
+//! | [`agent`] | guest agent `ping`, `network-get-interfaces` |
+//! | [`pools`] | `GET /pools`, `POST /pools` |
+//! | [`tasks`] | task status, log, stop; waiting is in [`crate::task`] |
+//!
+//! Response structs deserialise leniently (numbers as strings, `0/1`, `""`,
+//! `null`; SEMANTICS.md §1) and carry only the fields the provider reads.
+
+pub mod agent;
+pub mod cluster;
+pub mod nodes;
+pub mod pools;
+pub mod qemu;
+pub mod storage;
+pub mod tasks;
+pub mod version;

@@ -1,0 +1,67 @@
+//! `GET /version`.
+
+use serde::Deserialize;
+
+use crate::PveClient;
+use crate::client::Call;
+use crate::error::PveError;
+
+/// Response of `GET /version`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct VersionInfo {
+    /// Full pve-manager version, e.g. `8.4.1`.
+    #[serde(default)]
+    pub version: String,
+    /// Point release `x.y`, e.g. `8.4`.
+    #[serde(default)]
+    pub release: String,
+    /// Short git revision.
+    #[serde(default)]
+    pub repoid: String,
+}
+
+impl VersionInfo {
+    /// `(major, minor)` from `release` (falling back to `version`), for
+    /// feature gating between PVE 8 and 9 (SEMANTICS.md §23).
+    pub fn major_minor(&self) -> Option<(u32, u32)> {
+        let src = if self.release.is_empty() {
+            &self.version
+        } else {
+            &self.release
+        };
+        let mut it = src.split(['.', '-', '~']);
+        let major = it.next()?.parse().ok()?;
+        let minor = it.next().and_then(|m| m.parse().ok()).unwrap_or(0);
+        Some((major, minor))
+    }
+}
+
+impl PveClient {
+    /// `GET /version`: the pve-manager version of the node answering. Needs
+    /// no privilege, so it is the cheapest health probe of an instance.
+    ///
+    /// # Errors
+    /// Only the transport errors listed on [`PveClient`] (including
+    /// `Unauthorized` for bad credentials and `Tls`).
+    pub async fn version(&self) -> Result<VersionInfo, PveError> {
+        self.call(Call::get("/version", "/version".to_owned()))
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn major_minor() {
+        let v: VersionInfo =
+            serde_json::from_str(r#"{"version":"9.1.4","release":"9.1","repoid":"a1b2c3d4"}"#)
+                .unwrap();
+        assert_eq!(v.major_minor(), Some((9, 1)));
+        let v: VersionInfo = serde_json::from_str(r#"{"version":"8.4.1"}"#).unwrap();
+        assert_eq!(v.major_minor(), Some((8, 4)));
+        let v: VersionInfo = serde_json::from_str(r#"{}"#).unwrap();
+        assert_eq!(v.major_minor(), None);
+    }
+}

@@ -1,0 +1,32 @@
+//! Proxmox property strings as types: parse what the server returns, format
+//! what the server accepts, and round-trip between the two.
+//!
+//! A property string is a comma-separated `key=value` list where one key (the
+//! format's `default_key`) may be written bare (SEMANTICS.md §18; schemas in
+//! `capi-subset.json` → `qemu_config_properties` and `named_formats`).
+//! Formatting follows the server's canonical form: the default key first and
+//! bare, then the remaining keys in alphabetical order, booleans as `1`/`0`,
+//! sizes with the largest exact unit. Sub-options this crate does not model are
+//! kept verbatim in an `extra`/`options` map so nothing is lost on a
+//! read-modify-write.
+
+mod agent;
+mod boot;
+mod disk;
+mod ipconfig;
+mod net;
+pub(crate) mod propstr;
+mod size;
+mod smbios;
+mod startup;
+mod tags;
+
+pub use agent::AgentOption;
+pub use boot::Boot;
+pub use disk::{Disk, DiskBus, DiskMedia, DiskSlot};
+pub use ipconfig::{IpConfig, Ipv4Config, Ipv6Config};
+pub use net::{MacAddr, NetDevice, NetModel};
+pub use size::DiskSize;
+pub use smbios::Smbios1;
+pub use startup::Startup;
+pub use tags::{Tag, Tags};

@@ -1,0 +1,15 @@
+//! Newtypes for the identifiers Proxmox VE passes around, plus lenient
+//! deserialisers for its loosely typed JSON.
+//!
+//! Each identifier is validated against the format the PVE API schema gives it
+//! (`pve-vmid`, `pve-node`, `pve-storage-id`, `pve-poolid`; see
+//! `capi-subset.json` → `named_formats`), so a value that reaches the wire is
+//! one Proxmox accepts.
+
+mod ids;
+pub(crate) mod lenient;
+mod lock;
+
+pub use crate::upid::Upid;
+pub use ids::{NodeName, PoolId, StorageId, VmId};
+pub use lock::VmLock;
