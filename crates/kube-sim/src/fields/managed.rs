@@ -5,7 +5,7 @@
 //! `Update` entries, as kube-apiserver's `BuildManagerIdentifier` does.
 
 use super::set::{FieldSet, PathElement, display_path};
-use super::typed::{Schema, compare, merge, remove_paths, to_set};
+use super::typed::{Schema, compare, merge, prune, to_set};
 use crate::api_error::Cause;
 use serde_json::{Map, Value};
 
@@ -293,8 +293,8 @@ impl Conflicts {
 }
 
 /// Runs a server-side apply: merges the configuration into the live object, removes
-/// fields this manager applied before but no longer applies (unless another manager owns
-/// them), detects conflicts (fields owned by other managers whose value would change) and
+/// fields and list items this manager applied before but no longer applies (unless another
+/// manager owns them or something below them; see [`prune`]), detects conflicts (fields owned by other managers whose value would change) and
 /// updates the managed fields. Returns the merged object (not yet defaulted).
 pub fn apply(req: ApplyRequest<'_>) -> Result<(Value, Vec<Entry>), Conflicts> {
     let schema = Schema::root(req.schema);
@@ -321,8 +321,12 @@ pub fn apply(req: ApplyRequest<'_>) -> Result<(Value, Vec<Entry>), Conflicts> {
         .iter()
         .filter(|e| !mine(e))
         .fold(FieldSet::new(), |acc, e| acc.union(&e.fields));
-    let to_remove = last_set.difference(&config_set).difference(&others);
-    remove_paths(&mut merged, &to_remove, schema);
+    // What stays even if the applier owned it before: what it applies now (the whole
+    // configuration, as structured-merge-diff sees it, `metadata.name` included, so
+    // `metadata` itself never goes) and whatever any other manager owns.
+    let mut keep = to_set(req.config, schema).union(&others);
+    keep.insert(&[f("metadata"), f("name")]);
+    prune(&mut merged, &last_set, &keep, schema);
 
     let c = compare(Some(live), Some(&merged), schema);
     let changed = strip(&c.added.union(&c.modified), req.scope);

@@ -139,19 +139,14 @@ impl FieldSet {
         }
     }
 
-    /// Whether an element is a member at this level.
-    pub fn has_member(&self, pe: &PathElement) -> bool {
-        self.members.contains(pe)
+    /// The subset below `pe` at this level, if any.
+    pub fn child(&self, pe: &PathElement) -> Option<&FieldSet> {
+        self.children.get(pe)
     }
 
-    /// Member elements at this level.
-    pub fn members(&self) -> impl Iterator<Item = &PathElement> {
-        self.members.iter()
-    }
-
-    /// Child subsets at this level.
-    pub fn children(&self) -> impl Iterator<Item = (&PathElement, &FieldSet)> {
-        self.children.iter()
+    /// Whether `pe` is a member at this level or has paths below it.
+    pub fn touches(&self, pe: &PathElement) -> bool {
+        self.members.contains(pe) || self.children.contains_key(pe)
     }
 
     /// Set union.

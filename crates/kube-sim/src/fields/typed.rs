@@ -9,6 +9,7 @@
 
 use super::set::{FieldSet, Path, PathElement, canonical};
 use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::LazyLock;
 
 static META_SCHEMA: LazyLock<Value> = LazyLock::new(|| {
@@ -305,6 +306,11 @@ fn cmp_item(o: &Value, n: &Value, s: Schema<'_>, path: &mut Path, c: &mut Compar
 
 /// Merges an applied configuration into the live object (server-side apply): granular maps
 /// merge key by key, list-maps by key, sets by value, everything else is replaced.
+///
+/// Associative lists (sets, list-maps) are ordered as structured-merge-diff's
+/// `mergingWalker.visitListItems` orders them: the applied items come in the applied
+/// order, live items that are not applied stay where they were relative to the applied
+/// items they followed, and items new to the list come where the configuration puts them.
 pub fn merge(live: Option<&Value>, config: &Value, s: Schema<'_>) -> Value {
     match (live, config) {
         (Some(Value::Object(lm)), Value::Object(cm)) if !s.atomic_map() => {
@@ -317,115 +323,187 @@ pub fn merge(live: Option<&Value>, config: &Value, s: Schema<'_>) -> Value {
         }
         (Some(Value::Array(la)), Value::Array(ca)) => match s.list_kind() {
             ListKind::Atomic => config.clone(),
-            ListKind::Set => {
-                let mut out = la.clone();
-                for it in ca {
-                    if !out.contains(it) {
-                        out.push(it.clone());
-                    }
-                }
-                Value::Array(out)
-            }
-            ListKind::Map(keys) => {
-                let mut out = la.clone();
-                for ci in ca {
-                    let k = key_of(ci, &keys);
-                    match out.iter().position(|li| key_of(li, &keys) == k) {
-                        Some(p) => {
-                            let merged = merge(Some(&out[p]), ci, s.items());
-                            out[p] = merged;
-                        }
-                        None => out.push(ci.clone()),
-                    }
-                }
-                Value::Array(out)
-            }
+            ListKind::Set => Value::Array(merge_associative(
+                la,
+                ca,
+                |it| PathElement::Value(canonical(it)),
+                |_, c| c.clone(),
+            )),
+            ListKind::Map(keys) => Value::Array(merge_associative(
+                la,
+                ca,
+                |it| key_of(it, &keys),
+                |l, c| merge(Some(l), c, s.items()),
+            )),
         },
         _ => config.clone(),
     }
 }
 
-/// Removes the paths of `set` from `obj` as server-side apply prunes fields a manager
-/// stopped applying: a leaf (scalar, atomic list or map) is removed; a container is
-/// removed only when nothing is left in it after its own paths were removed (fields that
-/// are not in `set` stay, with their parents).
-pub fn remove_paths(obj: &mut Value, set: &FieldSet, s: Schema<'_>) {
-    let mut elements: Vec<&PathElement> = set.members().collect();
-    elements.extend(set.children().map(|(pe, _)| pe));
-    elements.sort();
-    elements.dedup();
-    for pe in elements {
-        let child_schema = child_schema(&s, pe);
-        let Some(loc) = locate(obj, pe, &s) else {
-            continue;
-        };
-        if let Some(sub) = set.children().find(|(c, _)| *c == pe).map(|(_, sub)| sub)
-            && let Some(child) = at(obj, &loc)
-        {
-            remove_paths(child, sub, child_schema);
-        }
-        if set.has_member(pe) {
-            let container = match at(obj, &loc).map(|c| &*c) {
-                Some(Value::Object(m)) => !child_schema.atomic_map() && !m.is_empty(),
-                Some(Value::Array(a)) => {
-                    child_schema.list_kind() != ListKind::Atomic && !a.is_empty()
-                }
-                _ => false,
-            };
-            if !container {
-                match (loc, &mut *obj) {
-                    (Loc::Field(f), Value::Object(m)) => {
-                        m.remove(&f);
-                    }
-                    (Loc::Index(i), Value::Array(a)) if i < a.len() => {
-                        a.remove(i);
-                    }
-                    _ => {}
-                }
+/// The item order of structured-merge-diff's associative-list merge (`visitListItems`,
+/// sigs.k8s.io/structured-merge-diff/v4 `typed/merge.go`): walks the live (`lhs`) and
+/// applied (`rhs`) lists together; a live item that is also applied is emitted at the
+/// applied item's turn (merged with it), a live-only item as soon as the walk reaches it,
+/// an applied item that is not live at its turn. A live item whose key repeats an earlier
+/// one is dropped; an applied one is appended unmerged, so that validation rejects the
+/// object (`Duplicate value`), as kube-apiserver refuses such a configuration.
+fn merge_associative(
+    lhs: &[Value],
+    rhs: &[Value],
+    key: impl Fn(&Value) -> PathElement,
+    merge_item: impl Fn(&Value, &Value) -> Value,
+) -> Vec<Value> {
+    // (key, index) of each first occurrence, indexes of repeated keys
+    let index = |list: &[Value]| -> (Vec<(PathElement, usize)>, Vec<usize>) {
+        let mut seen = BTreeSet::new();
+        let (mut order, mut repeated) = (Vec::new(), Vec::new());
+        for (i, it) in list.iter().enumerate() {
+            let k = key(it);
+            if seen.insert(k.clone()) {
+                order.push((k, i));
+            } else {
+                repeated.push(i);
             }
         }
-    }
-}
-
-enum Loc {
-    Field(String),
-    Index(usize),
-}
-
-fn child_schema<'a>(s: &Schema<'a>, pe: &PathElement) -> Schema<'a> {
-    match pe {
-        PathElement::Field(f) => s.field(f),
-        _ => s.items(),
-    }
-}
-
-fn locate(obj: &Value, pe: &PathElement, s: &Schema<'_>) -> Option<Loc> {
-    match (pe, obj) {
-        (PathElement::Field(f), Value::Object(m)) => {
-            m.contains_key(f).then(|| Loc::Field(f.clone()))
+        (order, repeated)
+    };
+    let (lhs_order, _) = index(lhs);
+    let (rhs_order, rhs_repeated) = index(rhs);
+    let lhs_at: BTreeMap<&PathElement, usize> = lhs_order.iter().map(|(k, i)| (k, *i)).collect();
+    let rhs_at: BTreeMap<&PathElement, usize> = rhs_order.iter().map(|(k, i)| (k, *i)).collect();
+    // applied items that are also live, in applied order
+    let mut shared = rhs_order
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| lhs_at.contains_key(k));
+    let mut next_shared = shared.next();
+    let emit_rhs = |k: &PathElement, out: &mut Vec<Value>| {
+        let c = &rhs[rhs_at[k]];
+        match lhs_at.get(k) {
+            Some(&l) => out.push(merge_item(&lhs[l], c)),
+            None => out.push(c.clone()),
         }
-        (PathElement::Key(_), Value::Array(a)) => {
-            let keys = match s.list_kind() {
-                ListKind::Map(keys) => keys,
-                _ => Vec::new(),
-            };
-            a.iter()
-                .position(|it| &key_of(it, &keys) == pe)
-                .map(Loc::Index)
+    };
+    let mut out = Vec::with_capacity(lhs_order.len().max(rhs_order.len()));
+    let (mut li, mut ri) = (0, 0);
+    while li < lhs_order.len() || ri < rhs_order.len() {
+        if li < lhs_order.len() && ri < rhs_order.len() {
+            let lk = &lhs_order[li].0;
+            if *lk == rhs_order[ri].0 {
+                emit_rhs(lk, &mut out);
+                li += 1;
+                ri += 1;
+                next_shared = shared.next();
+                continue;
+            }
+            if rhs_at.contains_key(lk) && next_shared.is_some_and(|n| n != lk) {
+                // applied, but a different applied item comes first: emitted at its turn
+                li += 1;
+                continue;
+            }
         }
-        (PathElement::Value(v), Value::Array(a)) => {
-            a.iter().position(|it| &canonical(it) == v).map(Loc::Index)
+        if li < lhs_order.len() {
+            let (lk, l) = &lhs_order[li];
+            if !rhs_at.contains_key(lk) {
+                out.push(lhs[*l].clone());
+                li += 1;
+                continue;
+            }
         }
-        (PathElement::Index(i), Value::Array(a)) => (*i < a.len()).then_some(Loc::Index(*i)),
-        _ => None,
+        if ri < rhs_order.len() {
+            let rk = &rhs_order[ri].0;
+            emit_rhs(rk, &mut out);
+            ri += 1;
+            if next_shared == Some(rk) {
+                next_shared = shared.next();
+            }
+        } else {
+            // only live items that were already emitted with their applied twin remain
+            li += 1;
+        }
     }
+    out.extend(rhs_repeated.into_iter().map(|i| rhs[i].clone()));
+    out
 }
 
-fn at<'v>(obj: &'v mut Value, loc: &Loc) -> Option<&'v mut Value> {
-    match (loc, obj) {
-        (Loc::Field(f), Value::Object(m)) => m.get_mut(f),
-        (Loc::Index(i), Value::Array(a)) => a.get_mut(*i),
-        _ => None,
+/// Removes from `obj` what server-side apply prunes after merging (structured-merge-diff's
+/// `Updater.prune`, `addBackOwnedItems`, `addBackDanglingItems`): every node whose path is
+/// in `last` (the applier's previous field set) or above a path in it, and that is neither
+/// in `keep` (the fields the applier applies now and those every other manager owns) nor
+/// above a path in it, goes with everything below it — a list item the applier owned goes
+/// whole, fields nobody owns inside it included.
+///
+/// Structured-merge-diff counts every field of a manager's set that has paths below it as
+/// owned (struct fields through `EnsureNamedFieldsAreMembers`, map keys always), hence
+/// "above a path". A map or list whose every entry is removed this way becomes `null`,
+/// which kube-apiserver's CRD defaulting then drops (non-nullable fields): it is removed;
+/// its parent stays.
+pub fn prune(obj: &mut Value, last: &FieldSet, keep: &FieldSet, s: Schema<'_>) {
+    prune_node(obj, last, Some(keep), s);
+}
+
+/// Prunes below one node; returns whether it is a non-empty container all of whose
+/// entries were removed (so the caller drops it).
+fn prune_node(v: &mut Value, last: &FieldSet, keep: Option<&FieldSet>, s: Schema<'_>) -> bool {
+    let kept = |pe: &PathElement| keep.is_some_and(|k| k.touches(pe));
+    let below = |pe: &PathElement| keep.and_then(|k| k.child(pe));
+    match v {
+        Value::Object(m) if !s.atomic_map() => {
+            if m.is_empty() {
+                return false;
+            }
+            let before = m.len();
+            let mut removed = 0;
+            let fields: Vec<String> = m.keys().cloned().collect();
+            for f in fields {
+                let pe = PathElement::Field(f.clone());
+                if !last.touches(&pe) {
+                    continue;
+                }
+                if !kept(&pe) {
+                    m.remove(&f);
+                    removed += 1;
+                    continue;
+                }
+                let emptied = match (last.child(&pe), m.get_mut(&f)) {
+                    (Some(sub), Some(child)) => prune_node(child, sub, below(&pe), s.field(&f)),
+                    _ => false,
+                };
+                if emptied {
+                    m.remove(&f);
+                }
+            }
+            removed == before
+        }
+        Value::Array(items) => {
+            let kind = s.list_kind();
+            if items.is_empty() || kind == ListKind::Atomic {
+                return false;
+            }
+            let before = items.len();
+            let mut removed = 0;
+            let mut out = Vec::with_capacity(before);
+            for mut it in std::mem::take(items) {
+                let pe = match &kind {
+                    ListKind::Map(keys) => key_of(&it, keys),
+                    _ => PathElement::Value(canonical(&it)),
+                };
+                if last.touches(&pe) && !kept(&pe) {
+                    removed += 1;
+                    continue;
+                }
+                let emptied = match last.child(&pe) {
+                    Some(sub) => prune_node(&mut it, sub, below(&pe), s.items()),
+                    None => false,
+                };
+                if !emptied {
+                    out.push(it);
+                }
+            }
+            *items = out;
+            removed == before
+        }
+        _ => false,
     }
 }
 
@@ -505,50 +583,135 @@ mod tests {
         );
     }
 
+    fn ports(keys: &[&str]) -> Value {
+        let items: Vec<Value> = keys.iter().map(|k| json!({"name": k, "port": 1})).collect();
+        json!({"spec": {"ports": items}})
+    }
+
+    fn port_names(obj: &Value) -> Vec<String> {
+        obj["spec"]["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .map(|p| p["name"].as_str().expect("name").to_string())
+            .collect()
+    }
+
     #[test]
-    fn remove_paths_removes_items_and_fields() {
+    fn list_map_merge_keeps_the_applied_order() {
         let s = schema();
-        let mut obj = json!({"spec": {"replicas": 1, "ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}], "tags": ["t1", "t2"]}});
-        let mut set = FieldSet::new();
-        set.insert(&[
-            PathElement::Field("spec".into()),
-            PathElement::Field("replicas".into()),
-        ]);
-        set.insert(&[
-            PathElement::Field("spec".into()),
-            PathElement::Field("ports".into()),
-            PathElement::Key("{\"name\":\"a\"}".into()),
-        ]);
-        set.insert(&[
-            PathElement::Field("spec".into()),
-            PathElement::Field("tags".into()),
-            PathElement::Value("\"t2\"".into()),
-        ]);
-        remove_paths(&mut obj, &set, Schema::root(Some(&s)));
+        // (live order, applied order, merged order) as structured-merge-diff's
+        // `visitListItems` produces them: applied items in the applied order, live-only
+        // items where they were relative to the applied ones
+        let cases: [(&[&str], &[&str], &[&str]); 6] = [
+            (&["a", "b"], &["b", "a"], &["b", "a"]),
+            (&["a", "c"], &["a", "b", "c"], &["a", "b", "c"]),
+            (&["a", "b", "x"], &["b", "a"], &["b", "x", "a"]),
+            (&["x", "a"], &["b", "a"], &["x", "b", "a"]),
+            (&["a", "x"], &["b"], &["a", "x", "b"]),
+            (&[], &["c", "a"], &["c", "a"]),
+        ];
+        for (live, applied, want) in cases {
+            let merged = merge(Some(&ports(live)), &ports(applied), Schema::root(Some(&s)));
+            assert_eq!(
+                port_names(&merged),
+                want,
+                "live {live:?} applied {applied:?}"
+            );
+        }
+        // a repeated applied key is kept (unmerged, at the end) for validation to reject
+        let dup = json!({"spec": {"ports": [{"name": "a", "port": 1}, {"name": "a", "port": 2}]}});
         assert_eq!(
-            obj,
-            json!({"spec": {"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}], "tags": ["t1"]}})
+            merge(Some(&ports(&["a"])), &dup, Schema::root(Some(&s)))["spec"]["ports"],
+            json!([{"name": "a", "port": 1}, {"name": "a", "port": 2}])
+        );
+        // sets follow the same rule
+        let live = json!({"spec": {"tags": ["t1", "t2"]}});
+        let cfg = json!({"spec": {"tags": ["t3", "t1"]}});
+        assert_eq!(
+            merge(Some(&live), &cfg, Schema::root(Some(&s)))["spec"]["tags"],
+            json!(["t3", "t1", "t2"])
+        );
+    }
+
+    fn nested_schema() -> Value {
+        json!({"type": "object", "properties": {"status": {"type": "object", "properties": {
+            "domains": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                        "items": {"type": "object", "properties": {
+                            "name": {"type": "string"},
+                            "attributes": {"type": "object", "additionalProperties": {"type": "string"}}}}},
+            "phase": {"type": "string"}
+        }}}})
+    }
+
+    #[test]
+    fn prune_removes_whole_items_and_fields_nobody_keeps() {
+        let s = nested_schema();
+        let root = Schema::root(Some(&s));
+        let obj = json!({"status": {"phase": "x", "domains": [
+            {"name": "a", "attributes": {"zone": "a"}},
+            {"name": "b", "attributes": {"zone": "b"}}]}});
+        let last = to_set(&obj, root);
+        // the applier now applies only a: b goes with its attributes, phase goes
+        let applied = json!({"status": {"domains": [{"name": "a", "attributes": {"zone": "a"}}]}});
+        let mut pruned = obj.clone();
+        prune(&mut pruned, &last, &to_set(&applied, root), root);
+        assert_eq!(pruned, applied);
+
+        // another manager keeps b's rack attribute: only the applier's part of b goes
+        let mut with_rack = obj.clone();
+        with_rack["status"]["domains"][1]["attributes"]["rack"] = json!("r1");
+        let rack = json!({"status": {"domains": [{"name": "b", "attributes": {"rack": "r1"}}]}});
+        let keep = to_set(&applied, root).union(&to_set(&rack, root));
+        prune(&mut with_rack, &last, &keep, root);
+        assert_eq!(
+            with_rack,
+            json!({"status": {"domains": [
+                {"name": "a", "attributes": {"zone": "a"}},
+                {"name": "b", "attributes": {"rack": "r1"}}]}})
         );
 
-        // a list-map item goes when all of its fields go; a container member whose
-        // remaining content is not in the set stays
-        let mut set = FieldSet::new();
-        let item = [
-            PathElement::Field("spec".into()),
-            PathElement::Field("ports".into()),
-            PathElement::Key("{\"name\":\"a\"}".into()),
-        ];
-        set.insert(&item);
-        for f in ["name", "port"] {
-            let mut p = item.to_vec();
-            p.push(PathElement::Field(f.into()));
-            set.insert(&p);
-        }
-        set.insert(&[PathElement::Field("spec".into())]);
-        remove_paths(&mut obj, &set, Schema::root(Some(&s)));
-        assert_eq!(
-            obj,
-            json!({"spec": {"ports": [{"name": "b", "port": 2}], "tags": ["t1"]}})
+        // fields nobody owned inside a removed item go with it; unowned siblings of
+        // removed fields stay while their parent is kept
+        let obj2 = json!({"status": {"phase": "x", "extra": 1, "seen": 2, "domains": [
+            {"name": "a", "attributes": {"zone": "a", "default": "d"}}]}});
+        let last2 = to_set(
+            &json!({"status": {"phase": "x", "domains": [{"name": "a", "attributes": {"zone": "a"}}]}}),
+            root,
         );
+        let mut pruned2 = obj2.clone();
+        let seen = to_set(&json!({"status": {"seen": 2}}), root);
+        prune(&mut pruned2, &last2, &seen, root);
+        assert_eq!(pruned2, json!({"status": {"extra": 1, "seen": 2}}));
+        // with nothing kept below it, `status` itself goes (it is a field of the
+        // applier's set with paths below it), unowned fields included
+        let mut pruned2 = obj2.clone();
+        prune(&mut pruned2, &last2, &FieldSet::new(), root);
+        assert_eq!(pruned2, json!({}));
+
+        // a map kept by someone but emptied by removal goes (structured-merge-diff leaves
+        // it null, kube-apiserver's CRD defaulting drops the null)
+        let mut obj3 = json!({"status": {"domains": [{"name": "a", "attributes": {"zone": "a"}}]}});
+        let last3 = to_set(&obj3, root);
+        let mut keep3 = to_set(&json!({"status": {"domains": [{"name": "a"}]}}), root);
+        keep3.insert(&[
+            PathElement::Field("status".into()),
+            PathElement::Field("domains".into()),
+            PathElement::Key("{\"name\":\"a\"}".into()),
+            PathElement::Field("attributes".into()),
+        ]);
+        prune(&mut obj3, &last3, &keep3, root);
+        assert_eq!(obj3, json!({"status": {"domains": [{"name": "a"}]}}));
+    }
+
+    #[test]
+    fn prune_removes_scalars_set_values_and_list_map_items() {
+        let s = schema();
+        let root = Schema::root(Some(&s));
+        let mut obj = json!({"spec": {"replicas": 1, "ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}], "tags": ["t1", "t2"]}});
+        let last = to_set(&obj, root);
+        let applied = json!({"spec": {"ports": [{"name": "b", "port": 2}], "tags": ["t1"]}});
+        prune(&mut obj, &last, &to_set(&applied, root), root);
+        assert_eq!(obj, applied);
     }
 }

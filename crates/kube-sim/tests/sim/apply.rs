@@ -217,3 +217,165 @@ async fn list_map_items_are_owned_by_key() {
         ".spec.ports[name=\"http\"].port"
     );
 }
+
+/// A kind whose status holds CAPI-style failure domains: a list-map keyed by `name` whose
+/// items carry a nested string map (as ProxmoxCluster's `status.failureDomains`).
+const SITES: &str = r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: sites.infra.example.com
+spec:
+  group: infra.example.com
+  scope: Namespaced
+  names: {plural: sites, singular: site, kind: Site}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources:
+      status: {}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec:
+            type: object
+            x-kubernetes-preserve-unknown-fields: true
+          status:
+            type: object
+            properties:
+              failureDomains:
+                type: array
+                x-kubernetes-list-type: map
+                x-kubernetes-list-map-keys: [name]
+                items:
+                  type: object
+                  required: [name]
+                  properties:
+                    name: {type: string, minLength: 1}
+                    controlPlane: {type: boolean}
+                    attributes:
+                      type: object
+                      additionalProperties: {type: string}
+"#;
+
+const S1: &str = "/apis/infra.example.com/v1/namespaces/default/sites/s1";
+
+/// Starts a server with the Site CRD and a Site `s1` in `default`.
+async fn start_with_site() -> (kube_sim::KubeSim, kube::Client) {
+    let (sim, c) = start().await;
+    sim.install_crd_yaml(SITES).unwrap();
+    let site = json!({"apiVersion": "infra.example.com/v1", "kind": "Site", "metadata": {"name": "s1"}, "spec": {}});
+    let r = call_json(
+        &c,
+        "POST",
+        "/apis/infra.example.com/v1/namespaces/default/sites",
+        "application/json",
+        &site,
+    )
+    .await;
+    assert_eq!(r.code, 201, "{}", r.body);
+    (sim, c)
+}
+
+/// A status-only apply body for Site `s1` with failure domains named `names`, each with
+/// `attributes: {zone: <name>}`.
+fn site_status(names: &[&str]) -> Value {
+    let fds: Vec<Value> = names
+        .iter()
+        .map(|n| json!({"name": n, "attributes": {"zone": n}}))
+        .collect();
+    json!({"apiVersion": "infra.example.com/v1", "kind": "Site", "metadata": {"name": "s1"},
+           "status": {"failureDomains": fds}})
+}
+
+fn fd_names(obj: &Value) -> Vec<String> {
+    obj["status"]["failureDomains"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no failure domains in {obj}"))
+        .iter()
+        .map(|fd| fd["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn a_list_map_item_the_applier_drops_is_removed_whole() {
+    let (_sim, c) = start_with_site().await;
+    let status = format!("{S1}/status");
+    let r = apply(
+        &c,
+        &status,
+        "capmox-controller",
+        true,
+        &site_status(&["a", "b"]),
+    )
+    .await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(fd_names(&r.body), ["a", "b"]);
+
+    // kube-apiserver removes item b with everything in it (its `attributes` included):
+    // the manager owned the item and no longer applies it
+    let r = apply(&c, &status, "capmox-controller", true, &site_status(&["a"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        r.body["status"],
+        json!({"failureDomains": [{"name": "a", "attributes": {"zone": "a"}}]})
+    );
+    assert_eq!(
+        entry(&r.body, "capmox-controller", "Apply")["fieldsV1"],
+        json!({"f:status": {"f:failureDomains": {"k:{\"name\":\"a\"}": {
+            ".": {}, "f:name": {}, "f:attributes": {"f:zone": {}}}}}})
+    );
+
+    // dropping every item removes the list (nothing else owns anything in it)
+    let empty = json!({"apiVersion": "infra.example.com/v1", "kind": "Site", "metadata": {"name": "s1"}, "status": {}});
+    let r = apply(&c, &status, "capmox-controller", true, &empty).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(r.body["status"].get("failureDomains"), None, "{}", r.body);
+}
+
+#[tokio::test]
+async fn a_dropped_item_another_manager_owns_part_of_stays() {
+    let (_sim, c) = start_with_site().await;
+    let status = format!("{S1}/status");
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a", "b"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    // another applier also sets an attribute of b
+    let other = json!({"apiVersion": "infra.example.com/v1", "kind": "Site", "metadata": {"name": "s1"},
+                       "status": {"failureDomains": [{"name": "b", "attributes": {"rack": "r1"}}]}});
+    assert_eq!(apply(&c, &status, "ops", true, &other).await.code, 200);
+    // ctl drops b: what only ctl owned goes, what ops owns stays
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(
+        r.body["status"]["failureDomains"],
+        json!([{"name": "a", "attributes": {"zone": "a"}}, {"name": "b", "attributes": {"rack": "r1"}}])
+    );
+}
+
+#[tokio::test]
+async fn list_map_items_take_the_order_the_applier_gives() {
+    let (_sim, c) = start_with_site().await;
+    let status = format!("{S1}/status");
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a", "b", "c"])).await;
+    assert_eq!(fd_names(&r.body), ["a", "b", "c"]);
+    // a new order of the same items is kept
+    let r = apply(&c, &status, "ctl", true, &site_status(&["c", "b", "a"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(fd_names(&r.body), ["c", "b", "a"]);
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a", "c"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(fd_names(&r.body), ["a", "c"]);
+    // a re-added item goes where the applier puts it, not at the end
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a", "b", "c"])).await;
+    assert_eq!(r.code, 200, "{}", r.body);
+    assert_eq!(fd_names(&r.body), ["a", "b", "c"]);
+    // a configuration repeating a key is refused
+    let r = apply(&c, &status, "ctl", true, &site_status(&["a", "a"])).await;
+    assert_eq!(r.code, 422, "{}", r.body);
+    assert_eq!(
+        r.body["details"]["causes"][0]["reason"],
+        "FieldValueDuplicate"
+    );
+}
