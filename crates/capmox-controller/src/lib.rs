@@ -1,10 +1,43 @@
 //! The Cluster API infrastructure provider for Proxmox VE: one Kubernetes
 //! cluster whose machines are spread over many Proxmox VE clusters.
 //!
-//! - [`api`]: the custom resources (`infrastructure.cluster.x-k8s.io/v1alpha3`,
-//!   CAPI contract v1beta2), their validation and CRD generation.
+//! | module | owns |
+//! |---|---|
+//! | [`api`] | the custom resources (`infrastructure.cluster.x-k8s.io/v1alpha3`, CAPI contract v1beta2), validation, CRD generation |
+//! | [`capi`] | shims of the CAPI objects we read or create (Cluster, Machine, IPAM), contract labels and owner rules |
+//! | [`conditions`] | merging `metav1.Condition`s |
+//! | [`backoff`] | per-object retry backoff |
+//! | [`error`] | the controller's error type and its categories |
+//! | [`pve`] | the one seam to Proxmox (`ProxmoxApi`), implemented by `pve_client::PveClient` |
+//! | [`credentials`] | credentials Secret → client configuration |
+//! | [`clients`] | per-instance client cache |
+//! | [`instances`] | the effective instances of a ProxmoxCluster |
+//! | [`context`] | what every controller shares |
+//! | [`metrics`], [`telemetry`], [`events`] | Prometheus metrics, logs, Kubernetes events |
+//! | [`cluster`] | the ProxmoxCluster reconciler |
+//! | [`machine`] | the ProxmoxMachine reconciler |
+//! | [`cloudinit`] | NoCloud bootstrap data and its ISO |
+//! | [`template_status`] | ProxmoxMachineTemplate `status.capacity` / `nodeInfo` |
+//! | [`manager`] | the manager: flags, leader election, health and metrics servers, controllers |
 
 pub mod api;
+pub mod backoff;
+pub mod capi;
+pub mod clients;
+pub mod cloudinit;
+pub mod cluster;
+pub mod conditions;
+pub mod context;
+pub mod credentials;
+pub mod error;
+pub mod events;
+pub mod instances;
+pub mod machine;
+pub mod manager;
+pub mod metrics;
+pub mod pve;
+pub mod telemetry;
+pub mod template_status;
 
 /// Name of the single implicit instance of a ProxmoxCluster in legacy
 /// `Default` mode without `settings.instances` (credentials from

@@ -1,2 +1,25 @@
-//! The capmox-controller manager binary (wired up by the manager issue).
-fn main() {}
+//! `capmox-controller`: the manager binary. Everything lives in
+//! [`capmox_controller::manager`]; this parses the flags, sets up logging and
+//! maps the outcome to an exit code.
+
+use std::process::ExitCode;
+
+use capmox_controller::manager::{self, Flags};
+use capmox_controller::telemetry;
+use clap::Parser;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let flags = Flags::parse();
+    if let Err(e) = telemetry::init(flags.log_format, &flags.log_level) {
+        eprintln!("capmox-controller: cannot set up logging: {e}");
+        return ExitCode::FAILURE;
+    }
+    match manager::run(flags).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, category = e.category(), "capmox-controller failed");
+            ExitCode::FAILURE
+        }
+    }
+}

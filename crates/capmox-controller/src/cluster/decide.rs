@@ -1,0 +1,705 @@
+//! The pure decision core of the ProxmoxCluster reconciler: from (spec,
+//! validation result, the owner Cluster's endpoint, per-instance probe
+//! results, machine counts, applied IP pools, previous status, now) to the
+//! desired status — conditions, `status.instances`, failure domains, the
+//! SingleInstance choice, `initialization.provisioned` — plus the events an
+//! operator cares about. No I/O; the executor (`reconcile.rs`) gathers the
+//! inputs and writes the outputs.
+//!
+//! Invariants:
+//! - `initialization.provisioned` never flips back once true (CAPI contract
+//!   v1beta2; later trouble shows in conditions).
+//! - The SingleInstance choice never silently moves: machines already placed
+//!   (their `spec.instance`) decide first — this also re-derives the choice
+//!   after `clusterctl move`, which drops status — then the recorded choice
+//!   while its instance is still listed, then the first healthy instance in
+//!   list order (control-plane eligible first).
+//! - Failure domains are sorted by name and carry `controlPlane` explicitly,
+//!   so repeated reconciles produce identical status (no write loops).
+//! - An invalid spec changes only the conditions: instance health, failure
+//!   domains and the choice stay as they were, and no Proxmox call is made.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::probe::{CredentialState, ProbeResult};
+use crate::api::validation::{FieldError, summarize};
+use crate::api::{
+    ApiEndpoint, ClusterMode, FailureDomain, Initialization, InstanceStatus, IpPoolStatus,
+    ProxmoxClusterSpec, ProxmoxClusterStatus,
+};
+use crate::capi::core::Endpoint;
+use crate::conditions::{self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, READY, Status};
+use crate::events::EventKind;
+use crate::instances::{EffectiveInstance, effective_instances};
+
+/// Condition reasons (CamelCase, stable).
+pub mod reason {
+    /// Everything works.
+    pub const READY: &str = "Ready";
+    /// Usable, but some instance is not.
+    pub const DEGRADED: &str = "Degraded";
+    /// The spec is invalid.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// No owner Cluster yet.
+    pub const WAITING_FOR_CLUSTER: &str = "WaitingForCluster";
+    /// Externally managed control plane without an endpoint yet.
+    pub const WAITING_FOR_ENDPOINT: &str = "WaitingForControlPlaneEndpoint";
+    /// No usable instance.
+    pub const INSTANCES_UNAVAILABLE: &str = "InstancesUnavailable";
+    /// Some credentials are wrong.
+    pub const CREDENTIALS_INVALID: &str = "CredentialsInvalid";
+    /// Some instance could not be reached, so its credentials are unverified.
+    pub const CREDENTIALS_UNVERIFIED: &str = "CredentialsUnverified";
+    /// Reconciliation is paused.
+    pub const PAUSED: &str = "Paused";
+    /// Reconciliation is not paused.
+    pub const NOT_PAUSED: &str = "NotPaused";
+    /// Deletion in progress.
+    pub const DELETING: &str = "Deleting";
+    /// Deletion waits for the cluster's ProxmoxMachines.
+    pub const WAITING_FOR_MACHINES: &str = "WaitingForMachines";
+}
+
+/// ProxmoxMachines of this cluster, counted by `spec.instance`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MachineCounts {
+    /// Machines per instance name (their `spec.instance`).
+    pub by_instance: BTreeMap<String, u32>,
+    /// Machines without `spec.instance` yet.
+    pub unplaced: u32,
+    /// Names of the machines (sorted), for messages.
+    pub names: Vec<String>,
+    /// Machines by `(instance or "none", phase)` for the `capmox_machines`
+    /// metric; phases `Provisioning`, `Provisioned`, `Failed`, `Deleting`.
+    pub phases: BTreeMap<(String, String), i64>,
+}
+
+impl MachineCounts {
+    /// All machines.
+    pub fn total(&self) -> u32 {
+        self.by_instance.values().sum::<u32>() + self.unplaced
+    }
+
+    /// Machines placed in `instance`.
+    pub fn in_instance(&self, instance: &str) -> u32 {
+        self.by_instance.get(instance).copied().unwrap_or(0)
+    }
+}
+
+/// An event to publish.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Note {
+    /// Normal or Warning.
+    pub kind: EventKind,
+    /// CamelCase reason.
+    pub reason: &'static str,
+    /// What happened.
+    pub message: String,
+}
+
+impl Note {
+    fn normal(reason: &'static str, message: impl Into<String>) -> Note {
+        Note {
+            kind: EventKind::Normal,
+            reason,
+            message: message.into(),
+        }
+    }
+
+    fn warning(reason: &'static str, message: impl Into<String>) -> Note {
+        Note {
+            kind: EventKind::Warning,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// Everything the decision needs.
+#[derive(Clone, Debug)]
+pub struct Inputs<'a> {
+    /// The spec.
+    pub spec: &'a ProxmoxClusterSpec,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+    /// The current status (default when none).
+    pub previous: &'a ProxmoxClusterStatus,
+    /// Validation problems (`validate_cluster`); non-empty = invalid.
+    pub validation: &'a [FieldError],
+    /// Non-blocking spec warnings (`cluster_warnings`).
+    pub warnings: &'a [FieldError],
+    /// The owner Cluster's `spec.controlPlaneEndpoint`.
+    pub cluster_endpoint: Option<&'a Endpoint>,
+    /// Probe result per instance name (the instances of [`instances_to_probe`]).
+    pub probes: &'a BTreeMap<String, ProbeResult>,
+    /// The cluster's machines.
+    pub machines: &'a MachineCounts,
+    /// The IP pools that exist for this cluster.
+    pub ip_pools: &'a [IpPoolStatus],
+    /// Now (condition transition times).
+    pub now: Timestamp,
+}
+
+/// What the reconcile should make true.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    /// The status to write (when it differs from the previous one).
+    pub status: ProxmoxClusterStatus,
+    /// Copy this endpoint into `spec.controlPlaneEndpoint` (externally
+    /// managed control plane whose Cluster has an endpoint now).
+    pub copy_endpoint: Option<ApiEndpoint>,
+    /// Events to publish.
+    pub events: Vec<Note>,
+}
+
+/// The instances probed in this mode: `Default` → only the first (the one
+/// in use); `SingleInstance` and `MultiInstance` → all listed.
+pub fn instances_to_probe(spec: &ProxmoxClusterSpec) -> Vec<EffectiveInstance> {
+    let all = effective_instances(spec);
+    match spec.mode() {
+        ClusterMode::Default => all.into_iter().take(1).collect(),
+        ClusterMode::SingleInstance | ClusterMode::MultiInstance => all,
+    }
+}
+
+/// The SingleInstance choice and, when machines are spread over several
+/// instances (which should not happen), a note saying so.
+pub fn select_single(
+    instances: &[EffectiveInstance],
+    probes: &BTreeMap<String, ProbeResult>,
+    machines: &MachineCounts,
+    previous: Option<&str>,
+) -> (Option<String>, Option<String>) {
+    let placed: Vec<(&str, u32)> = instances
+        .iter()
+        .map(|i| (i.name(), machines.in_instance(i.name())))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    if let Some(&(first, _)) = placed.first() {
+        let best = placed
+            .iter()
+            .fold(
+                (first, 0u32),
+                |acc, &(n, c)| if c > acc.1 { (n, c) } else { acc },
+            )
+            .0;
+        let note = (placed.len() > 1).then(|| {
+            format!(
+                "machines of this cluster are in several instances ({}); SingleInstance uses {best}",
+                placed
+                    .iter()
+                    .map(|(n, c)| format!("{n}: {c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+        return (Some(best.to_string()), note);
+    }
+    if let Some(p) = previous
+        && instances.iter().any(|i| i.name() == p)
+    {
+        return (Some(p.to_string()), None);
+    }
+    let ready = |i: &&EffectiveInstance| probes.get(i.name()).is_some_and(|p| p.ready);
+    let choice = instances
+        .iter()
+        .filter(ready)
+        .find(|i| i.spec.is_control_plane())
+        .or_else(|| instances.iter().find(ready));
+    (choice.map(|i| i.name().to_string()), None)
+}
+
+fn previous_selected(previous: &ProxmoxClusterStatus) -> Option<&str> {
+    previous
+        .instances
+        .iter()
+        .find(|i| i.selected == Some(true))
+        .map(|i| i.name.as_str())
+}
+
+fn set(st: &mut ProxmoxClusterStatus, d: Desired, generation: Option<i64>, now: Timestamp) {
+    conditions::set(&mut st.conditions, &d, generation, now);
+}
+
+fn endpoint_usable(e: &Endpoint) -> bool {
+    !e.host.trim().is_empty() && (1..=65535).contains(&e.port)
+}
+
+fn with_warnings(message: String, warnings: &[String]) -> String {
+    if warnings.is_empty() {
+        message
+    } else if message.is_empty() {
+        format!("warning: {}", warnings.join("; "))
+    } else {
+        format!("{message}; warning: {}", warnings.join("; "))
+    }
+}
+
+/// The desired state after a normal (not deleting, not paused, owner
+/// present) reconcile.
+pub fn decide(inp: &Inputs<'_>) -> Decision {
+    let gen_ = inp.generation;
+    let now = inp.now;
+    let prev = inp.previous;
+    let mut st = prev.clone();
+    st.observed_generation = gen_;
+    let mut events = Vec::new();
+    set(
+        &mut st,
+        Desired::new(PAUSED, Status::False, reason::NOT_PAUSED, ""),
+        gen_,
+        now,
+    );
+
+    if !inp.validation.is_empty() {
+        let msg = format!(
+            "{}; fix the spec (no Proxmox call is made until it is valid)",
+            summarize(inp.validation)
+        );
+        let was = conditions::get(&prev.conditions, READY);
+        if was.is_none_or(|c| c.reason != reason::INVALID_SPEC || c.message != msg) {
+            events.push(Note::warning(reason::INVALID_SPEC, msg.clone()));
+        }
+        set(
+            &mut st,
+            Desired::new(READY, Status::False, reason::INVALID_SPEC, msg),
+            gen_,
+            now,
+        );
+        let unknown = "not checked: the spec is invalid";
+        set(
+            &mut st,
+            Desired::new(
+                CREDENTIALS_READY,
+                Status::Unknown,
+                reason::INVALID_SPEC,
+                unknown,
+            ),
+            gen_,
+            now,
+        );
+        set(
+            &mut st,
+            Desired::new(
+                INSTANCES_READY,
+                Status::Unknown,
+                reason::INVALID_SPEC,
+                unknown,
+            ),
+            gen_,
+            now,
+        );
+        return Decision {
+            status: st,
+            copy_endpoint: None,
+            events,
+        };
+    }
+
+    // Endpoint: ours, or copied from the Cluster when externally managed.
+    let mut copy_endpoint = None;
+    let endpoint_ok = match &inp.spec.control_plane_endpoint {
+        Some(_) => true,
+        None => match inp.cluster_endpoint.filter(|e| endpoint_usable(e)) {
+            Some(e) => {
+                let ep = ApiEndpoint {
+                    host: e.host.clone(),
+                    port: e.port,
+                };
+                events.push(Note::normal(
+                    "ControlPlaneEndpointSet",
+                    format!(
+                        "spec.controlPlaneEndpoint set to {}:{} from the Cluster (externally managed control plane)",
+                        ep.host, ep.port
+                    ),
+                ));
+                copy_endpoint = Some(ep);
+                true
+            }
+            None => false,
+        },
+    };
+
+    let mode = inp.spec.mode();
+    let probed = instances_to_probe(inp.spec);
+    let (selected, spread_note) = match mode {
+        ClusterMode::SingleInstance => {
+            select_single(&probed, inp.probes, inp.machines, previous_selected(prev))
+        }
+        _ => (None, None),
+    };
+    if mode == ClusterMode::SingleInstance
+        && let Some(s) = &selected
+        && previous_selected(prev) != Some(s.as_str())
+    {
+        events.push(Note::normal(
+            "InstanceSelected",
+            format!("SingleInstance mode: every machine of this cluster goes to instance {s}"),
+        ));
+    }
+
+    // status.instances
+    let not_probed = ProbeResult::failed(CredentialState::Unverified, "not probed yet");
+    let probe_of = |name: &str| inp.probes.get(name).unwrap_or(&not_probed);
+    st.instances = probed
+        .iter()
+        .map(|i| {
+            let p = probe_of(i.name());
+            InstanceStatus {
+                name: i.name().to_string(),
+                ready: p.ready,
+                machines: inp.machines.in_instance(i.name()),
+                nodes: p.nodes.clone(),
+                version: p.version.clone(),
+                message: p.message.clone(),
+                selected: (selected.as_deref() == Some(i.name())).then_some(true),
+            }
+        })
+        .collect();
+    let ready_count = st.instances.iter().filter(|i| i.ready).count();
+    st.instances_ready = Some(format!("{ready_count}/{}", st.instances.len()));
+
+    // Instance transitions → events.
+    for i in &st.instances {
+        let before = prev.instances.iter().find(|p| p.name == i.name);
+        match (before.map(|b| b.ready), i.ready) {
+            (Some(true), true) => {}
+            (_, true) => events.push(Note::normal(
+                "InstanceReady",
+                format!(
+                    "instance {} ready (Proxmox VE {}, nodes: {})",
+                    i.name,
+                    i.version.as_deref().unwrap_or("?"),
+                    i.nodes.join(", ")
+                ),
+            )),
+            (_, false) => {
+                if before.is_none_or(|b| b.ready || b.message != i.message) {
+                    events.push(Note::warning(
+                        "InstanceUnavailable",
+                        format!(
+                            "instance {}: {}",
+                            i.name,
+                            i.message.as_deref().unwrap_or("not ready")
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+
+    // Failure domains.
+    let fd = |i: &EffectiveInstance| {
+        let p = probe_of(i.name());
+        let attributes = if p.ready {
+            let mut a = BTreeMap::new();
+            if let Some(v) = &p.version {
+                a.insert("pveVersion".to_string(), v.clone());
+            }
+            if !p.nodes.is_empty() {
+                a.insert("nodes".to_string(), p.nodes.join(","));
+            }
+            a
+        } else {
+            prev.failure_domains
+                .iter()
+                .find(|f| f.name == i.name())
+                .map(|f| f.attributes.clone())
+                .unwrap_or_default()
+        };
+        FailureDomain {
+            name: i.name().to_string(),
+            control_plane: Some(i.spec.is_control_plane()),
+            attributes,
+        }
+    };
+    let mut fds: Vec<FailureDomain> = match mode {
+        ClusterMode::MultiInstance => probed
+            .iter()
+            .filter(|i| probe_of(i.name()).ready)
+            .map(fd)
+            .collect(),
+        ClusterMode::Default => probed.iter().take(1).map(fd).collect(),
+        ClusterMode::SingleInstance => probed
+            .iter()
+            .filter(|i| selected.as_deref() == Some(i.name()))
+            .map(fd)
+            .collect(),
+    };
+    fds.sort_by(|a, b| a.name.cmp(&b.name));
+    let names = |v: &[FailureDomain]| v.iter().map(|f| f.name.clone()).collect::<Vec<_>>();
+    if names(&fds) != names(&prev.failure_domains)
+        && !(fds.is_empty() && prev.failure_domains.is_empty())
+    {
+        events.push(Note::normal(
+            "FailureDomainsChanged",
+            format!(
+                "failure domains: {} (was: {})",
+                or_none(&names(&fds)),
+                or_none(&names(&prev.failure_domains))
+            ),
+        ));
+    }
+    st.failure_domains = fds;
+
+    let mut pools = inp.ip_pools.to_vec();
+    pools.sort_by(|a, b| a.name.cmp(&b.name));
+    st.ip_pools = pools;
+
+    // Usable: an instance in use that can take control-plane machines is healthy.
+    let ready_of = |name: &str| probe_of(name).ready;
+    let usable = match mode {
+        ClusterMode::MultiInstance => probed
+            .iter()
+            .any(|i| i.spec.is_control_plane() && ready_of(i.name())),
+        ClusterMode::Default => probed.first().is_some_and(|i| ready_of(i.name())),
+        ClusterMode::SingleInstance => selected.as_deref().is_some_and(ready_of),
+    };
+
+    // Conditions.
+    let broken: Vec<String> = st
+        .instances
+        .iter()
+        .filter(|i| !i.ready)
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i.name,
+                i.message.as_deref().unwrap_or("not ready")
+            )
+        })
+        .collect();
+    let invalid_creds: Vec<String> = probed
+        .iter()
+        .filter(|i| probe_of(i.name()).credentials == CredentialState::Invalid)
+        .map(|i| {
+            format!(
+                "{}: {}",
+                i.name(),
+                probe_of(i.name()).message.as_deref().unwrap_or("invalid")
+            )
+        })
+        .collect();
+    let unverified: Vec<&str> = probed
+        .iter()
+        .filter(|i| probe_of(i.name()).credentials == CredentialState::Unverified)
+        .map(EffectiveInstance::name)
+        .collect();
+    let creds = if !invalid_creds.is_empty() {
+        Desired::new(
+            CREDENTIALS_READY,
+            Status::False,
+            reason::CREDENTIALS_INVALID,
+            invalid_creds.join("; "),
+        )
+    } else if !unverified.is_empty() {
+        Desired::new(
+            CREDENTIALS_READY,
+            Status::Unknown,
+            reason::CREDENTIALS_UNVERIFIED,
+            format!(
+                "not verified (instance unreachable): {}",
+                unverified.join(", ")
+            ),
+        )
+    } else {
+        Desired::new(CREDENTIALS_READY, Status::True, reason::READY, "")
+    };
+    set(&mut st, creds, gen_, now);
+    let instances_cond = if broken.is_empty() {
+        Desired::new(INSTANCES_READY, Status::True, reason::READY, "")
+    } else {
+        Desired::new(
+            INSTANCES_READY,
+            Status::False,
+            reason::INSTANCES_UNAVAILABLE,
+            broken.join("; "),
+        )
+    };
+    set(&mut st, instances_cond, gen_, now);
+
+    let mut warnings: Vec<String> = inp.warnings.iter().map(ToString::to_string).collect();
+    if let Some(n) = spread_note {
+        warnings.push(n);
+    }
+    let listed_names: BTreeSet<String> = effective_instances(inp.spec)
+        .iter()
+        .map(|i| i.name().to_string())
+        .collect();
+    let orphans: Vec<String> = inp
+        .machines
+        .by_instance
+        .iter()
+        .filter(|(name, n)| **n > 0 && !listed_names.contains(*name))
+        .map(|(name, n)| format!("{name} ({n})"))
+        .collect();
+    if !orphans.is_empty() {
+        warnings.push(format!(
+            "machines are placed in instances no longer listed: {}",
+            orphans.join(", ")
+        ));
+    }
+
+    let ready = if !endpoint_ok {
+        Desired::new(
+            READY,
+            Status::False,
+            reason::WAITING_FOR_ENDPOINT,
+            "spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint",
+        )
+    } else if !usable {
+        let why = match mode {
+            ClusterMode::MultiInstance => format!(
+                "no healthy instance eligible for control-plane machines; {}",
+                broken.join("; ")
+            ),
+            ClusterMode::SingleInstance if selected.is_none() => format!(
+                "SingleInstance mode: no healthy instance to choose; {}",
+                broken.join("; ")
+            ),
+            _ => broken.join("; "),
+        };
+        Desired::new(
+            READY,
+            Status::False,
+            reason::INSTANCES_UNAVAILABLE,
+            with_warnings(why, &warnings),
+        )
+    } else if !broken.is_empty() {
+        Desired::new(
+            READY,
+            Status::True,
+            reason::DEGRADED,
+            with_warnings(
+                format!(
+                    "{ready_count} of {} instances ready; {}",
+                    st.instances.len(),
+                    broken.join("; ")
+                ),
+                &warnings,
+            ),
+        )
+    } else {
+        Desired::new(
+            READY,
+            Status::True,
+            reason::READY,
+            with_warnings(String::new(), &warnings),
+        )
+    };
+    set(&mut st, ready, gen_, now);
+
+    let was_provisioned = prev
+        .initialization
+        .as_ref()
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false);
+    if was_provisioned || (endpoint_ok && usable) {
+        st.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+        if !was_provisioned {
+            events.push(Note::normal(
+                "Provisioned",
+                format!(
+                    "infrastructure provisioned; failure domains: {}",
+                    or_none(&names(&st.failure_domains))
+                ),
+            ));
+        }
+    }
+
+    Decision {
+        status: st,
+        copy_endpoint,
+        events,
+    }
+}
+
+fn or_none(v: &[String]) -> String {
+    if v.is_empty() {
+        "none".to_string()
+    } else {
+        v.join(", ")
+    }
+}
+
+/// Status while reconciliation is paused: only `Paused=True` changes.
+pub fn decide_paused(
+    previous: &ProxmoxClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> ProxmoxClusterStatus {
+    let mut st = previous.clone();
+    set(
+        &mut st,
+        Desired::new(
+            PAUSED,
+            Status::True,
+            reason::PAUSED,
+            "reconciliation is paused (Cluster.spec.paused or the cluster.x-k8s.io/paused annotation)",
+        ),
+        generation,
+        now,
+    );
+    st
+}
+
+/// Status while the owner Cluster is missing: `Ready=False` with `message`.
+pub fn decide_waiting_for_owner(
+    previous: &ProxmoxClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+    message: &str,
+) -> ProxmoxClusterStatus {
+    let mut st = previous.clone();
+    set(
+        &mut st,
+        Desired::new(READY, Status::False, reason::WAITING_FOR_CLUSTER, message),
+        generation,
+        now,
+    );
+    st
+}
+
+/// Status during deletion: waiting for the cluster's machines (how many,
+/// which), or removing the IP pools.
+pub fn decide_deleting(
+    previous: &ProxmoxClusterStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+    machines: &MachineCounts,
+) -> ProxmoxClusterStatus {
+    let mut st = previous.clone();
+    let total = machines.total();
+    let d = if total > 0 {
+        let mut shown: Vec<String> = machines.names.iter().take(5).cloned().collect();
+        if machines.names.len() > 5 {
+            shown.push(format!("… {} more", machines.names.len() - 5));
+        }
+        Desired::new(
+            READY,
+            Status::False,
+            reason::WAITING_FOR_MACHINES,
+            format!(
+                "deleting: waiting for {total} ProxmoxMachine{} of this cluster to be deleted ({})",
+                if total == 1 { "" } else { "s" },
+                shown.join(", ")
+            ),
+        )
+    } else {
+        Desired::new(
+            READY,
+            Status::False,
+            reason::DELETING,
+            "deleting: removing IP pools and the finalizer",
+        )
+    };
+    set(&mut st, d, generation, now);
+    st
+}
+
+#[cfg(test)]
+mod tests;

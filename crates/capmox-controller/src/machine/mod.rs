@@ -1,0 +1,175 @@
+//! The ProxmoxMachine reconciler: one Proxmox VM per ProxmoxMachine, in the
+//! instance (Proxmox cluster) its failure domain names.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`decide`] | the pure decision core: observed facts → next step |
+//! | [`reconcile`](mod@reconcile) | the executor: gathers facts, performs one step, records it |
+//! | [`placement`] | which instance (pin ▸ failure domain ▸ mode policy) |
+//! | [`scheduler`] | which node (allowed ∩ online, memory, spread, storage locality) |
+//! | [`template`] | which template (`templateID` or tag selector policies) |
+//! | [`vmid`] | VMID reservations per Proxmox cluster identity |
+//! | [`marker`] | the ownership marker (tag and description line) |
+//! | [`vmconfig`] | the one config write; idempotent compare |
+//! | [`disks`] | grow-only resizes |
+//! | [`addresses`] | guest agent interfaces → machine addresses |
+//! | [`claims`] | IP address claims (CAPI IPAM contract) |
+//! | [`resources`] | shared `/cluster/resources` snapshots |
+//! | [`timing`] | learned task durations, when to poll |
+//! | [`runtime`] | what the controller keeps in memory between reconciles |
+//! | [`status`] | providerID, conditions, the status write |
+//!
+//! The controller ([`controller`]) watches ProxmoxMachines, their owner
+//! Machines (bootstrap data, failure domain), the CAPI Clusters
+//! (infrastructure provisioned, pause), the ProxmoxClusters (instance
+//! health, IP pools), the IP address claims they own, and bootstrap Secrets.
+
+pub mod addresses;
+pub mod claims;
+pub mod decide;
+pub mod disks;
+pub mod marker;
+pub mod placement;
+pub mod reconcile;
+pub mod resources;
+pub mod runtime;
+pub mod scheduler;
+pub mod status;
+pub mod template;
+pub mod timing;
+pub mod vmconfig;
+pub mod vmid;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+pub use reconcile::{Context, error_policy, reconcile};
+pub use runtime::{MachineOptions, MachineRuntime};
+
+use crate::api::{ProxmoxCluster, ProxmoxMachine};
+use crate::capi::CLUSTER_NAME_LABEL;
+use crate::capi::ipam::IPAddressClaim;
+use crate::capi::{Cluster, Machine};
+use crate::context::Shared;
+
+/// The kube-runtime controller for ProxmoxMachines; runs until the shared
+/// shutdown signal fires. `options` tunes clone concurrency, caches and
+/// timeouts (unscaled; `Shared::options.time_scale` applies).
+pub fn controller(shared: Arc<Shared>, options: MachineOptions) -> impl Future<Output = ()> {
+    let runtime = Arc::new(MachineRuntime::new(&shared.options, options));
+    controller_with(shared, runtime)
+}
+
+/// [`controller`] around an existing runtime (tests inspect it).
+pub fn controller_with(
+    shared: Arc<Shared>,
+    runtime: Arc<MachineRuntime>,
+) -> impl Future<Output = ()> {
+    let machines: Api<ProxmoxMachine> = shared.scoped_api();
+    let wc = shared.options.watcher_config();
+    let all = shared.options.unfiltered_watcher_config();
+    let controller = Controller::new(machines, wc.clone()).with_config(
+        kube::runtime::controller::Config::default().concurrency(shared.options.concurrency),
+    );
+    let store = controller.store();
+    let store_pc = store.clone();
+    let store_secret = store.clone();
+    let store_cluster = store.clone();
+    let ctx = Arc::new(Context {
+        shared: shared.clone(),
+        runtime,
+    });
+    controller
+        .owns(shared.scoped_api::<IPAddressClaim>(), all.clone())
+        .watches(shared.scoped_api::<Machine>(), wc.clone(), |m: Machine| {
+            let ns = m.namespace();
+            m.spec
+                .infrastructure_ref
+                .as_ref()
+                .filter(|r| r.kind == "ProxmoxMachine")
+                .map(|r| {
+                    let mut o = ObjectRef::<ProxmoxMachine>::new(&r.name);
+                    if let Some(ns) = &ns {
+                        o = o.within(ns);
+                    }
+                    o
+                })
+        })
+        .watches(
+            shared.scoped_api::<Cluster>(),
+            wc.clone(),
+            move |c: Cluster| {
+                // Infrastructure provisioned, or pause toggled.
+                let name = c.name_any();
+                let ns = c.namespace();
+                store_cluster
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
+                    })
+                    .map(|m| ObjectRef::from_obj(m.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches(
+            shared.scoped_api::<ProxmoxCluster>(),
+            wc,
+            move |pc: ProxmoxCluster| {
+                // Instance health and IP pools unblock waiting machines.
+                let cluster = pc.labels().get(CLUSTER_NAME_LABEL).cloned();
+                let ns = pc.namespace();
+                store_pc
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace() == ns
+                            && cluster.is_some()
+                            && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
+                    })
+                    .filter(|m| !provisioned(m))
+                    .map(|m| ObjectRef::from_obj(m.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .watches(
+            shared.scoped_api::<Secret>(),
+            all.labels(CLUSTER_NAME_LABEL),
+            move |s: Secret| {
+                // Bootstrap data of a cluster appeared or changed.
+                let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned();
+                let ns = s.namespace();
+                store_secret
+                    .state()
+                    .into_iter()
+                    .filter(|m| {
+                        m.namespace() == ns
+                            && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
+                    })
+                    .filter(|m| !provisioned(m))
+                    .map(|m| ObjectRef::from_obj(m.as_ref()))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .graceful_shutdown_on(shared.shutdown_signal())
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "machine controller event");
+            }
+        })
+}
+
+fn provisioned(m: &ProxmoxMachine) -> bool {
+    m.status
+        .as_ref()
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.provisioned)
+        .unwrap_or(false)
+}

@@ -1,0 +1,281 @@
+//! `/cluster/resources` snapshots, shared by every machine of one Proxmox
+//! cluster (keyed by identity) and kept for a short time, so scheduling many
+//! machines costs one listing, not one per machine.
+//!
+//! Freshness: a caller that must not see a listing older than some instant
+//! (e.g. "is the VMID gone after the destroy task ended?") passes
+//! `not_before`; concurrent callers share one fetch (single flight).
+//!
+//! Caveat (SEMANTICS.md §9): VMIDs, nodes, `lock` and `tags` in the listing
+//! are current; status, `name`, `template` and memory lag up to ~10 s. The
+//! views below use it accordingly.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::scheduler::{NodeFacts, VmLoad};
+use super::template::TemplateVm;
+use crate::pve::{ClusterResource, ProxmoxApi, PveError};
+use pve_client::options::Tags;
+
+/// One listing.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// When it was fetched.
+    pub fetched: Instant,
+    /// The entries.
+    pub resources: Vec<ClusterResource>,
+}
+
+/// A storage as seen from one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StorageView {
+    /// Storage id.
+    pub storage: String,
+    /// Node.
+    pub node: String,
+    /// Shared between nodes.
+    pub shared: bool,
+    /// Content types.
+    pub content: Vec<String>,
+    /// `available` (listed status).
+    pub available: bool,
+}
+
+impl Snapshot {
+    /// QEMU VM entries.
+    pub fn vms(&self) -> impl Iterator<Item = &ClusterResource> {
+        self.resources
+            .iter()
+            .filter(|r| r.is_qemu() && r.vmid.is_some())
+    }
+
+    /// The VM entry of `vmid`.
+    pub fn vm(&self, vmid: u32) -> Option<&ClusterResource> {
+        self.vms().find(|r| r.vmid.map(u32::from) == Some(vmid))
+    }
+
+    /// Every VMID in use (VMs and containers: the VMID space is shared).
+    pub fn live_vmids(&self) -> BTreeSet<u32> {
+        self.resources
+            .iter()
+            .filter_map(|r| r.vmid.map(u32::from))
+            .collect()
+    }
+
+    /// Nodes for the scheduler.
+    pub fn nodes(&self) -> Vec<NodeFacts> {
+        self.resources
+            .iter()
+            .filter(|r| r.kind == "node")
+            .filter_map(|r| {
+                let name = r.node.as_ref().map(|n| n.as_str().to_string())?;
+                Some(NodeFacts {
+                    name,
+                    online: r.status.as_deref() == Some("online"),
+                    maxmem: r.maxmem.unwrap_or(0),
+                })
+            })
+            .collect()
+    }
+
+    /// VM memory loads for the scheduler.
+    pub fn loads(&self) -> Vec<VmLoad> {
+        self.vms()
+            .filter_map(|r| {
+                Some(VmLoad {
+                    vmid: r.vmid.map(u32::from)?,
+                    node: r.node.as_ref()?.as_str().to_string(),
+                    maxmem: r.maxmem,
+                    template: r.template,
+                })
+            })
+            .collect()
+    }
+
+    /// Every VM with its tags, for template resolution (entries whose tags do
+    /// not parse are skipped).
+    pub fn template_candidates(&self) -> Vec<TemplateVm> {
+        self.vms()
+            .filter_map(|r| {
+                Some(TemplateVm {
+                    vmid: r.vmid.map(u32::from)?,
+                    node: r.node.as_ref()?.as_str().to_string(),
+                    name: r.name.clone(),
+                    tags: r.tags().unwrap_or_else(|_| Tags::new()),
+                    template: r.template,
+                })
+            })
+            .collect()
+    }
+
+    /// Storages per node.
+    pub fn storages(&self) -> Vec<StorageView> {
+        self.resources
+            .iter()
+            .filter(|r| r.kind == "storage")
+            .filter_map(|r| {
+                Some(StorageView {
+                    storage: r.storage.clone()?,
+                    node: r.node.as_ref()?.as_str().to_string(),
+                    shared: r.shared,
+                    content: r
+                        .content
+                        .as_deref()
+                        .unwrap_or_default()
+                        .split(',')
+                        .map(|c| c.trim().to_string())
+                        .filter(|c| !c.is_empty())
+                        .collect(),
+                    available: r.status.as_deref().is_none_or(|s| s == "available"),
+                })
+            })
+            .collect()
+    }
+
+    /// The storage an ISO for a VM on `node` goes to: an available storage
+    /// with content `iso` on that node, shared ones first (no copy between
+    /// nodes), then by name.
+    pub fn iso_storage(&self, node: &str) -> Option<StorageView> {
+        let mut v: Vec<StorageView> = self
+            .storages()
+            .into_iter()
+            .filter(|s| s.node == node && s.available && s.content.iter().any(|c| c == "iso"))
+            .collect();
+        v.sort_by(|a, b| b.shared.cmp(&a.shared).then(a.storage.cmp(&b.storage)));
+        v.into_iter().next()
+    }
+
+    /// Whether storage `id` is shared (as listed on any node).
+    pub fn is_shared(&self, id: &str) -> Option<bool> {
+        self.storages()
+            .into_iter()
+            .find(|s| s.storage == id)
+            .map(|s| s.shared)
+    }
+}
+
+/// The snapshot cache.
+#[derive(Debug)]
+pub struct ResourceCache {
+    ttl: Duration,
+    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
+    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+}
+
+impl ResourceCache {
+    /// A cache keeping listings for `ttl`.
+    pub fn new(ttl: Duration) -> ResourceCache {
+        ResourceCache {
+            ttl,
+            snapshots: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn cached(&self, identity: &str, not_before: Option<Instant>) -> Option<Arc<Snapshot>> {
+        let map = self
+            .snapshots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let s = map.get(identity)?;
+        let fresh = s.fetched.elapsed() <= self.ttl && not_before.is_none_or(|t| s.fetched >= t);
+        fresh.then(|| s.clone())
+    }
+
+    /// A listing of `identity` younger than the TTL and not older than
+    /// `not_before`, fetched through `api` when needed.
+    ///
+    /// # Errors
+    /// The fetch's [`PveError`].
+    pub async fn get(
+        &self,
+        identity: &str,
+        api: &dyn ProxmoxApi,
+        not_before: Option<Instant>,
+    ) -> Result<Arc<Snapshot>, PveError> {
+        if let Some(s) = self.cached(identity, not_before) {
+            return Ok(s);
+        }
+        let flight = {
+            let mut f = self
+                .flights
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            f.entry(identity.to_string()).or_default().clone()
+        };
+        let _guard = flight.lock().await;
+        if let Some(s) = self.cached(identity, not_before) {
+            return Ok(s);
+        }
+        let started = Instant::now();
+        let resources = api.cluster_resources(None).await?;
+        let snap = Arc::new(Snapshot {
+            fetched: started,
+            resources,
+        });
+        self.snapshots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(identity.to_string(), snap.clone());
+        Ok(snap)
+    }
+
+    /// Drops the listing of `identity` (after a change of our own that the
+    /// next reader must see).
+    pub fn invalidate(&self, identity: &str) {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(identity);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snap(json: &str) -> Snapshot {
+        Snapshot {
+            fetched: Instant::now(),
+            resources: serde_json::from_str(json).unwrap(),
+        }
+    }
+
+    #[test]
+    fn views() {
+        let s = snap(
+            r#"[
+          {"id":"node/pve-a1","type":"node","node":"pve-a1","status":"online","maxmem":17179869184},
+          {"id":"node/pve-a2","type":"node","node":"pve-a2","status":"offline","maxmem":17179869184},
+          {"id":"qemu/9000","type":"qemu","vmid":9000,"node":"pve-a1","name":"tpl","template":1,"tags":"capmox;ubuntu-24.04","maxmem":2147483648},
+          {"id":"qemu/131","type":"qemu","vmid":131,"node":"pve-a1","status":"running","maxmem":4294967296},
+          {"id":"lxc/140","type":"lxc","vmid":140,"node":"pve-a2"},
+          {"id":"storage/pve-a1/local","type":"storage","node":"pve-a1","storage":"local","content":"iso,vztmpl,images","shared":0,"status":"available"},
+          {"id":"storage/pve-a1/cephfs","type":"storage","node":"pve-a1","storage":"cephfs","content":"iso","shared":1,"status":"available"},
+          {"id":"storage/pve-a2/local","type":"storage","node":"pve-a2","storage":"local","content":"iso","shared":0,"status":"unknown"}
+        ]"#,
+        );
+        assert_eq!(s.live_vmids(), [131, 140, 9000].into());
+        assert_eq!(s.nodes().iter().filter(|n| n.online).count(), 1);
+        let loads = s.loads();
+        assert_eq!(loads.len(), 2);
+        assert!(loads.iter().any(|l| l.vmid == 9000 && l.template));
+        let t = s.template_candidates();
+        assert!(
+            t.iter()
+                .any(|v| v.vmid == 9000 && v.tags.contains("capmox"))
+        );
+        assert_eq!(s.iso_storage("pve-a1").unwrap().storage, "cephfs");
+        assert_eq!(s.iso_storage("pve-a2"), None, "not available");
+        assert_eq!(s.is_shared("cephfs"), Some(true));
+        assert_eq!(s.is_shared("local"), Some(false));
+        assert_eq!(
+            s.vm(131).and_then(|v| v.status.clone()).as_deref(),
+            Some("running")
+        );
+    }
+}

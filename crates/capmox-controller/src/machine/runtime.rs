@@ -1,0 +1,347 @@
+//! What the machine controller keeps in memory between reconciles. None of
+//! it is needed for correctness after a restart (the world is re-read and
+//! the VMID is in spec); it makes the controller fast and polite:
+//!
+//! - VMID reservations in flight ([`VmidTable`]), per Proxmox cluster identity;
+//! - clone slots: at most `clone_concurrency` clones per (identity,
+//!   template) at once ([`CloneSlots`]);
+//! - `/cluster/resources` snapshots ([`ResourceCache`]) and template configs;
+//! - learned task durations ([`TaskTimer`]);
+//! - VMs being created (their memory counts before Proxmox lists it);
+//! - per machine ([`Memo`]): the last config read (so a step after an upload
+//!   does not read it again), whether the ISO was uploaded, the last task
+//!   that succeeded, when the current task was issued;
+//! - a lock per CAPI cluster so concurrent instance choices see each other.
+//!
+//! Every lock here is a `std::sync::Mutex` held only for map access, never
+//! across an `await`; the per-cluster placement lock is a Tokio mutex.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::resources::{ResourceCache, StorageView};
+use super::scheduler::PendingVm;
+use super::timing::{Operation, TaskTimer};
+use super::vmid::VmidTable;
+use crate::backoff::Backoff;
+use crate::context::ControllerOptions;
+use crate::pve::VmConfig;
+
+/// Knobs of the machine controller. Durations are **unscaled**; the runtime
+/// applies `ControllerOptions::time_scale`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineOptions {
+    /// Concurrent clones per (Proxmox cluster, template). Default 4.
+    pub clone_concurrency: usize,
+    /// How long `/cluster/resources` listings are reused. Default 2 s.
+    pub resources_ttl: Duration,
+    /// How long a template's config is reused. Default 10 min.
+    pub template_ttl: Duration,
+    /// Guest shutdown timeout before a forced stop, **seconds** as sent to
+    /// Proxmox (`timeout` of `status/shutdown`). Default 60.
+    pub shutdown_timeout_secs: u64,
+    /// A claim without an address for longer than this is reported as
+    /// exhausted. Default 60 s.
+    pub claim_patience: Duration,
+    /// Shortest requeue after a poll. Default 200 ms.
+    pub poll_floor: Duration,
+    /// Requeue while waiting for something a watch reports (safety net). Default 5 min.
+    pub resync: Duration,
+    /// Requeue of a provisioned machine (notice migrations, vanished VMs). Default 10 min.
+    pub steady: Duration,
+}
+
+impl Default for MachineOptions {
+    fn default() -> Self {
+        MachineOptions {
+            clone_concurrency: 4,
+            resources_ttl: Duration::from_secs(2),
+            template_ttl: Duration::from_secs(600),
+            shutdown_timeout_secs: 60,
+            claim_patience: Duration::from_secs(60),
+            poll_floor: Duration::from_millis(200),
+            resync: Duration::from_secs(300),
+            steady: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Clone slots per (identity, template VMID).
+#[derive(Debug)]
+pub struct CloneSlots {
+    capacity: usize,
+    held: Mutex<HashMap<(String, u32), BTreeSet<String>>>,
+}
+
+impl CloneSlots {
+    /// Slots with `capacity` per template (at least 1).
+    pub fn new(capacity: usize) -> CloneSlots {
+        CloneSlots {
+            capacity: capacity.max(1),
+            held: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes a slot for `owner` (idempotent). Returns false when all are taken.
+    pub fn acquire(&self, identity: &str, template: u32, owner: &str) -> bool {
+        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        let set = m.entry((identity.to_string(), template)).or_default();
+        if set.contains(owner) {
+            return true;
+        }
+        if set.len() >= self.capacity {
+            return false;
+        }
+        set.insert(owner.to_string());
+        true
+    }
+
+    /// Records a slot for a clone found running (after a restart), even
+    /// beyond the capacity.
+    pub fn adopt(&self, identity: &str, template: u32, owner: &str) {
+        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        m.entry((identity.to_string(), template))
+            .or_default()
+            .insert(owner.to_string());
+    }
+
+    /// Frees every slot `owner` holds.
+    pub fn release(&self, owner: &str) {
+        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        for set in m.values_mut() {
+            set.remove(owner);
+        }
+    }
+
+    /// Slots in use for a template.
+    pub fn in_use(&self, identity: &str, template: u32) -> usize {
+        let m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+        m.get(&(identity.to_string(), template))
+            .map_or(0, BTreeSet::len)
+    }
+}
+
+/// What is remembered about one machine (by UID).
+#[derive(Clone, Debug, Default)]
+pub struct Memo {
+    /// The last config read or derived from our own writes: `(vmid, node, config)`.
+    pub config: Option<(u32, String, VmConfig)>,
+    /// The ISO volume uploaded (and its task finished), e.g. `cephfs:iso/capmox-131-….iso`.
+    pub iso_uploaded: Option<String>,
+    /// The ISO volume whose upload task is running.
+    pub iso_pending: Option<String>,
+    /// The last task that succeeded, and for which VMID.
+    pub last_success: Option<(u32, Operation)>,
+    /// The task in flight: UPID, when issued, polls after its expected end.
+    pub task: Option<(String, Instant, u32)>,
+    /// When the VM was started (to learn boot times).
+    pub started_at: Option<Instant>,
+    /// Listings older than this must not be used for this machine's VM.
+    pub fresh_after: Option<Instant>,
+    /// Template the clone in flight came from (for its clone slot).
+    pub clone_template: Option<(String, u32)>,
+}
+
+/// The per-process state of the machine controller.
+#[derive(Debug)]
+pub struct MachineRuntime {
+    /// Options (unscaled).
+    pub options: MachineOptions,
+    /// Time scale of the controller.
+    pub time_scale: f64,
+    /// VMID reservations.
+    pub vmids: VmidTable,
+    /// Clone slots.
+    pub clone_slots: CloneSlots,
+    /// Listings.
+    pub resources: ResourceCache,
+    /// Learned task durations.
+    pub timer: TaskTimer,
+    /// Per-object failure backoff.
+    pub backoff: Backoff,
+    memos: Mutex<HashMap<String, Memo>>,
+    pending: Mutex<HashMap<(String, u32), (PendingVm, Instant)>>,
+    templates: Mutex<HashMap<(String, u32), (VmConfig, Instant)>>,
+    placement: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    iso_storages: Mutex<HashMap<(String, String), (StorageView, Instant)>>,
+}
+
+impl MachineRuntime {
+    /// A runtime for the controller's options.
+    pub fn new(controller: &ControllerOptions, options: MachineOptions) -> MachineRuntime {
+        let scale = if controller.time_scale.is_finite() && controller.time_scale > 0.0 {
+            controller.time_scale
+        } else {
+            1.0
+        };
+        MachineRuntime {
+            vmids: VmidTable::new(),
+            clone_slots: CloneSlots::new(options.clone_concurrency),
+            resources: ResourceCache::new(controller.scaled(options.resources_ttl)),
+            timer: TaskTimer::new(scale),
+            backoff: Backoff::new(
+                controller.scaled(controller.backoff_base),
+                controller.scaled(controller.backoff_max),
+            ),
+            options,
+            time_scale: scale,
+            memos: Mutex::new(HashMap::new()),
+            pending: Mutex::new(HashMap::new()),
+            templates: Mutex::new(HashMap::new()),
+            placement: Mutex::new(HashMap::new()),
+            iso_storages: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `d × time_scale`, at least 1 ms.
+    pub fn scaled(&self, d: Duration) -> Duration {
+        d.mul_f64(self.time_scale).max(Duration::from_millis(1))
+    }
+
+    /// A copy of the machine's memo.
+    pub fn memo(&self, uid: &str) -> Memo {
+        self.memos
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Changes the machine's memo.
+    pub fn update_memo(&self, uid: &str, f: impl FnOnce(&mut Memo)) {
+        let mut m = self.memos.lock().unwrap_or_else(PoisonError::into_inner);
+        f(m.entry(uid.to_string()).or_default());
+    }
+
+    /// Forgets the machine (deleted).
+    pub fn forget(&self, uid: &str) {
+        self.memos
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+        self.clone_slots.release(uid);
+    }
+
+    /// Records a VM this process is creating (its memory counts at once).
+    pub fn add_pending(&self, identity: &str, vm: PendingVm) {
+        let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        p.insert((identity.to_string(), vm.vmid), (vm, Instant::now()));
+    }
+
+    /// VMs being created on `identity` (entries older than 10 minutes, or
+    /// of VMs the listing now shows with their memory, are dropped).
+    pub fn pending(&self, identity: &str, listed_with_memory: &BTreeSet<u32>) -> Vec<PendingVm> {
+        let mut p = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
+        p.retain(|(id, vmid), (_, at)| {
+            !(id == identity && listed_with_memory.contains(vmid))
+                && at.elapsed() < Duration::from_secs(600)
+        });
+        p.iter()
+            .filter(|((id, _), _)| id == identity)
+            .map(|(_, (vm, _))| vm.clone())
+            .collect()
+    }
+
+    /// A cached template config (younger than the template TTL).
+    pub fn template_config(&self, identity: &str, vmid: u32) -> Option<VmConfig> {
+        let t = self
+            .templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        t.get(&(identity.to_string(), vmid))
+            .filter(|(_, at)| at.elapsed() < self.options.template_ttl)
+            .map(|(c, _)| c.clone())
+    }
+
+    /// Caches a template config.
+    pub fn cache_template(&self, identity: &str, vmid: u32, config: VmConfig) {
+        self.templates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert((identity.to_string(), vmid), (config, Instant::now()));
+    }
+
+    /// The ISO storage chosen for VMs on `node` (kept for the template TTL:
+    /// storage configuration rarely changes).
+    pub fn iso_storage(&self, identity: &str, node: &str) -> Option<StorageView> {
+        self.iso_storages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&(identity.to_string(), node.to_string()))
+            .filter(|(_, at)| at.elapsed() < self.options.template_ttl)
+            .map(|(s, _)| s.clone())
+    }
+
+    /// Remembers the ISO storage of `node`.
+    pub fn cache_iso_storage(&self, identity: &str, node: &str, storage: StorageView) {
+        self.iso_storages
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(
+                (identity.to_string(), node.to_string()),
+                (storage, Instant::now()),
+            );
+    }
+
+    /// The placement lock of one CAPI cluster (`namespace/name`).
+    pub fn placement_lock(&self, cluster: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.placement
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(cluster.to_string())
+            .or_default()
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clone_slots_bound_per_template() {
+        let s = CloneSlots::new(2);
+        assert!(s.acquire("dc-a", 9000, "u1"));
+        assert!(s.acquire("dc-a", 9000, "u1"), "idempotent");
+        assert!(s.acquire("dc-a", 9000, "u2"));
+        assert!(!s.acquire("dc-a", 9000, "u3"));
+        assert!(s.acquire("dc-a", 9001, "u3"), "another template");
+        assert!(s.acquire("dc-b", 9000, "u3"), "another Proxmox cluster");
+        s.release("u1");
+        assert!(s.acquire("dc-a", 9000, "u3"));
+        s.adopt("dc-a", 9000, "u9");
+        assert_eq!(s.in_use("dc-a", 9000), 3);
+    }
+
+    #[test]
+    fn pending_vms_expire_when_listed() {
+        let rt = MachineRuntime::new(&ControllerOptions::default(), MachineOptions::default());
+        rt.add_pending(
+            "dc-a",
+            PendingVm {
+                vmid: 131,
+                node: "pve-a1".into(),
+                memory: 1 << 30,
+            },
+        );
+        rt.add_pending(
+            "dc-b",
+            PendingVm {
+                vmid: 131,
+                node: "pve-b1".into(),
+                memory: 1 << 30,
+            },
+        );
+        assert_eq!(rt.pending("dc-a", &BTreeSet::new()).len(), 1);
+        assert_eq!(rt.pending("dc-a", &[131].into()).len(), 0);
+        assert_eq!(
+            rt.pending("dc-b", &BTreeSet::new()).len(),
+            1,
+            "other identity untouched"
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! When to look at a Proxmox task again.
+//!
+//! Tasks are awaited efficiently, not polled in a tight loop: the machine
+//! records the task's UPID in `status.taskRef` and requeues at its expected
+//! completion. Expected durations are learned per (Proxmox cluster identity,
+//! operation) from observed ones with an exponentially weighted moving
+//! average, starting from configured guesses; a poll that finds the task still
+//! running backs off in short steps (a tenth of the expectation, doubling,
+//! capped at half of it).
+//!
+//! Durations here are real (already time-scaled): the simulator's scaled task
+//! times are learned as they are.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// An operation whose duration is learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Operation {
+    /// `qmclone`.
+    Clone,
+    /// `qmconfig` (asynchronous config write).
+    Configure,
+    /// `resize`.
+    Resize,
+    /// `imgcopy` (ISO upload).
+    Upload,
+    /// `qmstart`.
+    Start,
+    /// `qmshutdown`.
+    Shutdown,
+    /// `qmstop`.
+    Stop,
+    /// `qmdestroy`.
+    Destroy,
+    /// `imgdel` (volume deletion).
+    DeleteVolume,
+    /// From the end of the start task until the guest agent reports addresses.
+    Boot,
+}
+
+impl Operation {
+    /// The operation of a UPID's worker type (`qmclone`, `qmstart`, …).
+    pub fn from_worker(worker: &str) -> Option<Operation> {
+        Some(match worker {
+            "qmclone" => Operation::Clone,
+            "qmconfig" => Operation::Configure,
+            "resize" | "qmresize" => Operation::Resize,
+            "imgcopy" => Operation::Upload,
+            "qmstart" | "hastart" => Operation::Start,
+            "qmshutdown" | "hastop" => Operation::Shutdown,
+            "qmstop" => Operation::Stop,
+            "qmdestroy" => Operation::Destroy,
+            "imgdel" => Operation::DeleteVolume,
+            _ => return None,
+        })
+    }
+
+    /// Short name for logs and conditions.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Clone => "clone",
+            Operation::Configure => "configure",
+            Operation::Resize => "resize",
+            Operation::Upload => "upload",
+            Operation::Start => "start",
+            Operation::Shutdown => "shutdown",
+            Operation::Stop => "stop",
+            Operation::Destroy => "destroy",
+            Operation::DeleteVolume => "delete volume",
+            Operation::Boot => "boot",
+        }
+    }
+
+    /// The initial guess before anything was observed, **unscaled seconds**
+    /// (Proxmox's typical durations: a full clone of a 20 GiB template takes
+    /// about a minute, a config write a second, a boot to the guest agent
+    /// under two minutes).
+    pub fn default_guess(self) -> Duration {
+        Duration::from_secs(match self {
+            Operation::Clone => 60,
+            Operation::Configure | Operation::Upload | Operation::DeleteVolume => 1,
+            Operation::Resize | Operation::Stop => 2,
+            Operation::Start | Operation::Destroy => 3,
+            Operation::Shutdown => 10,
+            Operation::Boot => 100,
+        })
+    }
+}
+
+/// Weight of a new observation in the average.
+pub const ALPHA: f64 = 0.3;
+
+/// When to poll next: `expected − elapsed` while the task should still run
+/// (plus 5 % so the poll lands just after the end); afterwards short steps
+/// of a tenth of the expectation doubling per extra poll, capped at half of
+/// it and at least `floor`.
+pub fn next_poll(
+    expected: Duration,
+    elapsed: Duration,
+    late_polls: u32,
+    floor: Duration,
+) -> Duration {
+    if elapsed < expected {
+        let remaining = expected - elapsed;
+        return (remaining + expected.mul_f64(0.05)).max(floor);
+    }
+    let step = expected
+        .mul_f64(0.1)
+        .saturating_mul(1u32 << late_polls.min(16));
+    step.min(expected.mul_f64(0.5)).max(floor)
+}
+
+/// Learned durations per (identity, operation).
+#[derive(Debug)]
+pub struct TaskTimer {
+    scale: f64,
+    learned: Mutex<HashMap<(String, Operation), f64>>,
+}
+
+impl TaskTimer {
+    /// A timer whose initial guesses are [`Operation::default_guess`] ×
+    /// `time_scale`.
+    pub fn new(time_scale: f64) -> TaskTimer {
+        TaskTimer {
+            scale: if time_scale.is_finite() && time_scale > 0.0 {
+                time_scale
+            } else {
+                1.0
+            },
+            learned: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The expected duration of `op` on `identity`.
+    pub fn expected(&self, identity: &str, op: Operation) -> Duration {
+        let map = self
+            .learned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match map.get(&(identity.to_string(), op)) {
+            Some(secs) => Duration::from_secs_f64(*secs),
+            None => op.default_guess().mul_f64(self.scale),
+        }
+    }
+
+    /// Records an observed duration (moving average with weight [`ALPHA`];
+    /// the first observation replaces the guess).
+    pub fn observe(&self, identity: &str, op: Operation, took: Duration) {
+        let mut map = self
+            .learned
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let v = took.as_secs_f64();
+        map.entry((identity.to_string(), op))
+            .and_modify(|avg| *avg = ALPHA * v + (1.0 - ALPHA) * *avg)
+            .or_insert(v);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn guesses_are_scaled_then_learned() {
+        let t = TaskTimer::new(0.01);
+        assert_eq!(t.expected("dc-a", Operation::Clone), ms(600));
+        t.observe("dc-a", Operation::Clone, ms(1000));
+        assert_eq!(t.expected("dc-a", Operation::Clone), ms(1000));
+        t.observe("dc-a", Operation::Clone, ms(2000));
+        // 0.3 × 2000 + 0.7 × 1000 = 1300
+        assert_eq!(t.expected("dc-a", Operation::Clone).as_millis(), 1300);
+        // Per identity.
+        assert_eq!(t.expected("dc-b", Operation::Clone), ms(600));
+    }
+
+    #[test]
+    fn polls_land_after_the_expected_end_then_back_off() {
+        let floor = ms(10);
+        assert_eq!(next_poll(ms(1000), ms(0), 0, floor), ms(1050));
+        assert_eq!(next_poll(ms(1000), ms(900), 0, floor), ms(150));
+        assert_eq!(next_poll(ms(1000), ms(1000), 0, floor), ms(100));
+        assert_eq!(next_poll(ms(1000), ms(1500), 1, floor), ms(200));
+        assert_eq!(
+            next_poll(ms(1000), ms(2500), 3, floor),
+            ms(500),
+            "capped at half"
+        );
+        assert_eq!(next_poll(ms(20), ms(40), 0, floor), floor);
+    }
+
+    #[test]
+    fn worker_types() {
+        assert_eq!(Operation::from_worker("qmclone"), Some(Operation::Clone));
+        assert_eq!(Operation::from_worker("hastop"), Some(Operation::Shutdown));
+        assert_eq!(Operation::from_worker("vzdump"), None);
+    }
+}

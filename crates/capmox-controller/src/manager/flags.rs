@@ -1,0 +1,216 @@
+//! Command-line flags (each also settable by environment variable).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::context::ControllerOptions;
+use crate::telemetry::LogFormat;
+
+/// `capmox-controller`: the Cluster API infrastructure provider for Proxmox VE.
+#[derive(Parser, Debug, Clone, PartialEq)]
+#[command(name = "capmox-controller", version, about)]
+pub struct Flags {
+    /// Kubeconfig to use; default: `KUBECONFIG`, then `~/.kube/config`, then
+    /// the in-cluster service account.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Watch only this namespace (default: all namespaces).
+    #[arg(long, env = "CAPMOX_NAMESPACE")]
+    pub namespace: Option<String>,
+
+    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>`.
+    #[arg(long, env = "CAPMOX_WATCH_FILTER")]
+    pub watch_filter: Option<String>,
+
+    /// Reconciles running at once per controller.
+    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 10)]
+    pub concurrency: u16,
+
+    /// Address of the Prometheus `/metrics` endpoint.
+    #[arg(long, env = "CAPMOX_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: SocketAddr,
+
+    /// Address of `/healthz` and `/readyz`.
+    #[arg(long, env = "CAPMOX_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
+    pub health_addr: SocketAddr,
+
+    /// Elect a leader through a `coordination.k8s.io/v1` Lease before reconciling.
+    #[arg(long, env = "CAPMOX_LEADER_ELECT")]
+    pub leader_elect: bool,
+
+    /// Namespace of the leader Lease (default: `POD_NAMESPACE`, else `default`).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Name of the leader Lease.
+    #[arg(
+        long,
+        env = "CAPMOX_LEADER_ELECTION_ID",
+        default_value = "capmox-controller-leader"
+    )]
+    pub leader_election_id: String,
+
+    /// Leader lease duration.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    pub leader_lease_duration: Duration,
+
+    /// The leader steps down when it could not renew for this long.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub leader_renew_deadline: Duration,
+
+    /// Pause between leader election attempts and renewals.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    pub leader_retry_period: Duration,
+
+    /// Log format.
+    #[arg(long, env = "CAPMOX_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+
+    /// Log level or env-filter directives (e.g. `info,capmox_controller=debug`).
+    #[arg(long, env = "CAPMOX_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+
+    /// Manager-level default credentials Secret, `name` (in the manager's
+    /// namespace, `POD_NAMESPACE`) or `namespace/name`; used only by
+    /// ProxmoxClusters in mode Default without `spec.credentialsRef`.
+    #[arg(long, env = "CAPMOX_DEFAULT_CREDENTIALS_SECRET")]
+    pub default_credentials_secret: Option<String>,
+
+    /// TESTS AND BENCHMARKS ONLY: multiply every controller-side duration
+    /// (probe period and timeout, requeue delays, backoff) by this factor.
+    #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0)]
+    pub time_scale: f64,
+
+    /// Re-probe period of healthy Proxmox instances.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub probe_period: Duration,
+
+    /// First re-probe delay of an unhealthy instance (doubles up to the probe period).
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub probe_retry: Duration,
+
+    /// Per-instance probe timeout.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    pub probe_timeout: Duration,
+
+    /// Default timeout of one Proxmox API call.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    pub pve_timeout: Duration,
+
+    /// Clones running at once per (Proxmox cluster, template).
+    #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 4)]
+    pub clone_concurrency: usize,
+
+    /// How long a graceful shutdown may take before in-flight reconciles are dropped.
+    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    pub shutdown_timeout: Duration,
+}
+
+impl Flags {
+    /// The controller options these flags describe.
+    pub fn controller_options(&self) -> ControllerOptions {
+        ControllerOptions {
+            namespace: self.namespace.clone().filter(|s| !s.is_empty()),
+            watch_filter: self.watch_filter.clone().filter(|s| !s.is_empty()),
+            concurrency: self.concurrency.max(1),
+            time_scale: self.time_scale,
+            probe_period: self.probe_period,
+            unhealthy_retry: self.probe_retry,
+            probe_timeout: self.probe_timeout,
+            pve_call_timeout: self.pve_timeout,
+            ..ControllerOptions::default()
+        }
+    }
+
+    /// The ProxmoxMachine controller's options these flags describe.
+    pub fn machine_options(&self) -> crate::machine::MachineOptions {
+        crate::machine::MachineOptions {
+            clone_concurrency: self.clone_concurrency.max(1),
+            ..crate::machine::MachineOptions::default()
+        }
+    }
+
+    /// The manager's own namespace: `--leader-election-namespace` /
+    /// `POD_NAMESPACE`, else `default`.
+    pub fn manager_namespace(&self) -> String {
+        self.leader_election_namespace
+            .clone()
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// The default credentials Secret as `(namespace, name)`.
+    pub fn default_credentials(&self) -> Option<(String, String)> {
+        let v = self.default_credentials_secret.as_deref()?.trim();
+        if v.is_empty() {
+            return None;
+        }
+        Some(match v.split_once('/') {
+            Some((ns, name)) => (ns.to_string(), name.to_string()),
+            None => (self.manager_namespace(), v.to_string()),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_overrides() {
+        let f = Flags::try_parse_from(["capmox-controller"]).unwrap();
+        assert_eq!(f.metrics_addr, "0.0.0.0:8080".parse().unwrap());
+        assert_eq!(f.health_addr, "0.0.0.0:8081".parse().unwrap());
+        assert!(!f.leader_elect);
+        assert_eq!(f.log_format, LogFormat::Text);
+        let o = f.controller_options();
+        assert_eq!(o.namespace, None);
+        assert_eq!(o.concurrency, 10);
+        assert_eq!(o.probe_period, Duration::from_secs(60));
+        assert_eq!(f.machine_options().clone_concurrency, 4);
+
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--namespace=wl",
+            "--watch-filter=team-a",
+            "--concurrency=0",
+            "--leader-elect",
+            "--leader-election-namespace=capmox-system",
+            "--log-format=json",
+            "--default-credentials-secret=capmox-default-credentials",
+            "--time-scale=0.01",
+            "--probe-period=30s",
+            "--probe-timeout=500ms",
+        ])
+        .unwrap();
+        let o = f.controller_options();
+        assert_eq!(o.namespace.as_deref(), Some("wl"));
+        assert_eq!(o.watch_filter.as_deref(), Some("team-a"));
+        assert_eq!(o.concurrency, 1);
+        assert_eq!(o.time_scale, 0.01);
+        assert_eq!(o.probe_period, Duration::from_secs(30));
+        assert_eq!(o.probe_timeout, Duration::from_millis(500));
+        assert_eq!(f.log_format, LogFormat::Json);
+        assert_eq!(
+            f.default_credentials(),
+            Some((
+                "capmox-system".to_string(),
+                "capmox-default-credentials".to_string()
+            ))
+        );
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--default-credentials-secret=other/creds",
+        ])
+        .unwrap();
+        assert_eq!(
+            f.default_credentials(),
+            Some(("other".to_string(), "creds".to_string()))
+        );
+        assert!(Flags::try_parse_from(["capmox-controller", "--log-format=yaml"]).is_err());
+    }
+}

@@ -1,0 +1,138 @@
+//! The manager's HTTP endpoints: `/healthz` (the process is alive),
+//! `/readyz` (connected to the API server; a standby waiting for the leader
+//! lease is ready too, as in controller-runtime) and `/metrics` (Prometheus
+//! text format). When the metrics and health addresses are equal, one
+//! listener serves all three.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+use tokio::net::TcpListener;
+
+use crate::metrics::Metrics;
+
+/// Readiness shared with the HTTP handlers.
+#[derive(Clone, Debug, Default)]
+pub struct Health {
+    ready: Arc<AtomicBool>,
+}
+
+impl Health {
+    /// Marks the manager ready (or not).
+    pub fn set_ready(&self, ready: bool) {
+        self.ready.store(ready, Ordering::Release);
+    }
+
+    /// Whether the manager is ready.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+}
+
+#[derive(Clone)]
+struct AppState {
+    health: Health,
+    metrics: Arc<Metrics>,
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
+    if s.health.is_ready() {
+        (StatusCode::OK, "ok")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    }
+}
+
+async fn metrics(State(s): State<AppState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        s.metrics.encode(),
+    )
+}
+
+/// The addresses the servers listen on (port 0 resolved).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    /// `/metrics`.
+    pub metrics: SocketAddr,
+    /// `/healthz`, `/readyz`.
+    pub health: SocketAddr,
+}
+
+/// Binds the listeners and serves until `stop` resolves.
+///
+/// # Errors
+/// When an address cannot be bound.
+pub async fn serve(
+    metrics_addr: SocketAddr,
+    health_addr: SocketAddr,
+    health: Health,
+    registry: Arc<Metrics>,
+    stop: impl std::future::Future<Output = ()> + Send + Clone + 'static,
+) -> std::io::Result<(Bound, tokio::task::JoinHandle<()>)> {
+    let state = AppState {
+        health,
+        metrics: registry,
+    };
+    let health_routes = Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz));
+    let metrics_routes = Router::new().route("/metrics", get(metrics));
+    let mut tasks = Vec::new();
+    let bound = if metrics_addr == health_addr {
+        let l = TcpListener::bind(metrics_addr).await?;
+        let addr = l.local_addr()?;
+        let app = health_routes.merge(metrics_routes).with_state(state);
+        tasks.push(tokio::spawn(run(l, app, stop)));
+        Bound {
+            metrics: addr,
+            health: addr,
+        }
+    } else {
+        let ml = TcpListener::bind(metrics_addr).await?;
+        let hl = TcpListener::bind(health_addr).await?;
+        let bound = Bound {
+            metrics: ml.local_addr()?,
+            health: hl.local_addr()?,
+        };
+        tasks.push(tokio::spawn(run(
+            ml,
+            metrics_routes.with_state(state.clone()),
+            stop.clone(),
+        )));
+        tasks.push(tokio::spawn(run(hl, health_routes.with_state(state), stop)));
+        bound
+    };
+    let handle = tokio::spawn(async move {
+        for t in tasks {
+            let _ = t.await;
+        }
+    });
+    Ok((bound, handle))
+}
+
+async fn run(
+    listener: TcpListener,
+    app: Router,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        tracing::warn!(error = %e, "HTTP server failed");
+    }
+}

@@ -1,0 +1,316 @@
+//! The manager: flags, Kubernetes client, health and metrics servers,
+//! leader election, and the controllers, with a graceful shutdown.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`flags`] | command-line flags and their environment variables |
+//! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
+//! | [`http`] | `/healthz`, `/readyz`, `/metrics` |
+//!
+//! Lifecycle of [`run`]: build the client (from `--kubeconfig`, else
+//! `KUBECONFIG` / `~/.kube/config` / in-cluster), serve health and metrics,
+//! become ready once the API server answers, campaign for the Lease (when
+//! `--leader-elect`), run the controllers while leading; on SIGTERM/SIGINT
+//! stop the controllers (in-flight reconciles get `--shutdown-timeout`),
+//! release the Lease and return. Losing the Lease while leading stops the
+//! controllers and returns [`ManagerError::LostLeadership`] (the process
+//! exits non-zero and is restarted, as controller-runtime does).
+//!
+//! `main` owns its shutdown select and timeout rather than relying on
+//! `Controller::shutdown_on_signal`, which can hang when the API server is
+//! unreachable (DEPENDENCIES.md, kube 5 traps).
+
+pub mod flags;
+pub mod http;
+pub mod leader;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::runtime::events::Reporter;
+
+pub use flags::Flags;
+use leader::{LeaderConfig, LeaderElector};
+
+use crate::context::Shared;
+use crate::metrics::Metrics;
+
+/// Name of the manager as event reporter and field manager.
+pub const MANAGER_NAME: &str = "capmox-controller";
+
+/// Why the manager stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ManagerError {
+    /// The kubeconfig could not be read or used.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// The Kubernetes client could not be built.
+    #[error("Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+    /// An HTTP listener could not be bound.
+    #[error("cannot listen: {0}")]
+    Listen(#[from] std::io::Error),
+    /// The leader Lease was lost while leading.
+    #[error("lost the leader lease")]
+    LostLeadership,
+}
+
+impl ManagerError {
+    /// Short stable label (`kubeconfig`, `client`, `listen`, `lost_leadership`).
+    pub fn category(&self) -> &'static str {
+        match self {
+            ManagerError::Kubeconfig(_) => "kubeconfig",
+            ManagerError::Client(_) => "client",
+            ManagerError::Listen(_) => "listen",
+            ManagerError::LostLeadership => "lost_leadership",
+        }
+    }
+}
+
+/// Builds the Kubernetes client: `--kubeconfig`, else kube's inference
+/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+///
+/// # Errors
+/// [`ManagerError::Kubeconfig`] when no usable configuration is found.
+pub async fn kube_client(
+    kubeconfig: Option<&std::path::Path>,
+) -> Result<kube::Client, ManagerError> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                .await
+                .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
+        }
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// This process's identity for the Lease and events: `POD_NAME`, else the
+/// host name plus a random suffix.
+pub fn identity() -> String {
+    if let Ok(p) = std::env::var("POD_NAME")
+        && !p.is_empty()
+    {
+        return p;
+    }
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/etc/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+        })
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "capmox".to_string());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}_{}", &suffix[..8])
+}
+
+/// Runs every controller of this manager until `shared` is shut down:
+/// ProxmoxCluster, ProxmoxMachine (with `machine` options) and
+/// ProxmoxMachineTemplate status.
+pub fn controllers(
+    shared: Arc<Shared>,
+    machine: crate::machine::MachineOptions,
+) -> impl Future<Output = ()> + Send {
+    let cluster = crate::cluster::controller(shared.clone());
+    let machines = crate::machine::controller(shared.clone(), machine);
+    let templates = crate::template_status::controller(shared);
+    async move {
+        futures::future::join3(cluster, machines, templates).await;
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        let term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate());
+        match term {
+            Ok(mut t) => {
+                tokio::select! {
+                    _ = t.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+fn stop_future(
+    rx: &tokio::sync::watch::Receiver<bool>,
+) -> futures::future::Shared<futures::future::BoxFuture<'static, ()>> {
+    let mut rx = rx.clone();
+    async move {
+        let _ = rx.wait_for(|s| *s).await;
+    }
+    .boxed()
+    .shared()
+}
+
+/// Runs the manager until SIGTERM/SIGINT (see the module docs).
+///
+/// # Errors
+/// [`ManagerError`] when the client cannot be built, a listener cannot be
+/// bound, or leadership is lost.
+pub async fn run(flags: Flags) -> Result<(), ManagerError> {
+    run_until(flags, termination()).await
+}
+
+/// [`run`] with an explicit stop signal.
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_until(
+    flags: Flags,
+    stop: impl Future<Output = ()> + Send,
+) -> Result<(), ManagerError> {
+    run_with(flags, stop, None).await
+}
+
+/// [`run_until`] that also reports the bound HTTP addresses once serving
+/// (tests listen on port 0).
+///
+/// # Errors
+/// As [`run`].
+pub async fn run_with(
+    flags: Flags,
+    stop: impl Future<Output = ()> + Send,
+    started: Option<tokio::sync::oneshot::Sender<http::Bound>>,
+) -> Result<(), ManagerError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kube = kube_client(flags.kubeconfig.as_deref()).await?;
+    let identity = identity();
+    let metrics = Arc::new(Metrics::new());
+    let reporter = Reporter {
+        controller: MANAGER_NAME.to_string(),
+        instance: Some(identity.clone()),
+    };
+    let (shared, shutdown) = Shared::new(
+        kube.clone(),
+        flags.controller_options(),
+        metrics.clone(),
+        reporter,
+        flags.default_credentials(),
+    );
+    let shared = Arc::new(shared);
+
+    let (http_stop_tx, http_stop_rx) = tokio::sync::watch::channel(false);
+    let health = http::Health::default();
+    let (bound, http_task) = http::serve(
+        flags.metrics_addr,
+        flags.health_addr,
+        health.clone(),
+        metrics.clone(),
+        stop_future(&http_stop_rx),
+    )
+    .await?;
+    tracing::info!(
+        identity = %identity,
+        metrics = %bound.metrics,
+        health = %bound.health,
+        namespace = ?shared.options.namespace,
+        watch_filter = ?shared.options.watch_filter,
+        "capmox-controller starting"
+    );
+    if let Some(tx) = started {
+        let _ = tx.send(bound);
+    }
+    let ready_task = {
+        let kube = kube.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            loop {
+                match kube.apiserver_version().await {
+                    Ok(v) => {
+                        tracing::info!(version = %v.git_version, "connected to the Kubernetes API server");
+                        health.set_ready(true);
+                        return;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "Kubernetes API server not reachable yet");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+            }
+        })
+    };
+
+    tokio::pin!(stop);
+    let (lead_tx, mut lead_rx) = tokio::sync::watch::channel(!flags.leader_elect);
+    let (elector_stop_tx, elector_stop_rx) = tokio::sync::watch::channel(false);
+    let elector = if flags.leader_elect {
+        let cfg = LeaderConfig {
+            namespace: flags.manager_namespace(),
+            name: flags.leader_election_id.clone(),
+            identity: identity.clone(),
+            lease_duration: flags.leader_lease_duration,
+            renew_deadline: flags.leader_renew_deadline,
+            retry_period: flags.leader_retry_period,
+        };
+        tracing::info!(lease = %format!("{}/{}", cfg.namespace, cfg.name), "waiting for the leader lease");
+        Some(tokio::spawn(
+            LeaderElector::new(kube.clone(), cfg).run(lead_tx, stop_future(&elector_stop_rx)),
+        ))
+    } else {
+        None
+    };
+
+    let mut result = Ok(());
+    let leading = tokio::select! {
+        () = &mut stop => false,
+        r = lead_rx.wait_for(|l| *l) => r.is_ok(),
+    };
+    if leading {
+        metrics.set_leader(true);
+        tracing::info!("leading: starting controllers");
+        let running = controllers(shared.clone(), flags.machine_options());
+        tokio::pin!(running);
+        let ended_by_itself = tokio::select! {
+            () = &mut stop => { tracing::info!("shutdown requested"); false }
+            () = &mut running => true,
+            r = lead_rx.wait_for(|l| !*l) => {
+                if r.is_ok() {
+                    result = Err(ManagerError::LostLeadership);
+                }
+                false
+            }
+        };
+        shutdown.shutdown();
+        if !ended_by_itself
+            && tokio::time::timeout(flags.shutdown_timeout, &mut running)
+                .await
+                .is_err()
+        {
+            tracing::warn!(timeout = ?flags.shutdown_timeout, "in-flight reconciles did not finish in time; stopping anyway");
+        }
+        metrics.set_leader(false);
+    } else {
+        shutdown.shutdown();
+    }
+    let _ = elector_stop_tx.send(true);
+    if let Some(e) = elector {
+        let _ = tokio::time::timeout(flags.shutdown_timeout, e).await;
+    }
+    ready_task.abort();
+    let _ = http_stop_tx.send(true);
+    let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
+    tracing::info!("capmox-controller stopped");
+    result
+}
