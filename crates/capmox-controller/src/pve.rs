@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use pve_client::api::agent::GuestInterface;
+pub use pve_client::api::agent::{ExecStatus, GuestInterface};
 pub use pve_client::api::cluster::{ClusterResource, ClusterStatusEntry, ResourceType};
 pub use pve_client::api::nodes::{NodeInfo, NodeStatus};
 pub use pve_client::api::pools::PoolInfo;
@@ -208,6 +208,24 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         node: &NodeName,
         vmid: VmId,
     ) -> Result<Vec<GuestInterface>, PveError>;
+
+    /// `POST /nodes/{node}/qemu/{vmid}/agent/exec`: starts `command`
+    /// (program and arguments) in the guest; the guest PID.
+    async fn agent_exec(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        command: &[&str],
+    ) -> Result<u64, PveError>;
+
+    /// `GET /nodes/{node}/qemu/{vmid}/agent/exec-status?pid=`: read a
+    /// finished process once (QGA forgets it after that; SEMANTICS.md §17).
+    async fn agent_exec_status(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        pid: u64,
+    ) -> Result<ExecStatus, PveError>;
 
     /// `GET /nodes/{node}/tasks/{upid}/status`.
     async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError>;
@@ -442,6 +460,24 @@ impl ProxmoxApi for PveClient {
         vmid: VmId,
     ) -> Result<Vec<GuestInterface>, PveError> {
         PveClient::agent_network_interfaces(self, node, vmid).await
+    }
+
+    async fn agent_exec(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        command: &[&str],
+    ) -> Result<u64, PveError> {
+        PveClient::agent_exec(self, node, vmid, command).await
+    }
+
+    async fn agent_exec_status(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        pid: u64,
+    ) -> Result<ExecStatus, PveError> {
+        PveClient::agent_exec_status(self, node, vmid, pid).await
     }
 
     async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError> {

@@ -2,10 +2,13 @@
 //! ([`render`](mod@render): `user-data` = the bootstrap Secret's `value`, `meta-data`,
 //! `network-config` v2) packed into an ISO9660 image labelled `cidata`
 //! ([`iso`]), which the machine reconciler uploads to an ISO storage and
-//! attaches as a CD-ROM.
+//! attaches as a CD-ROM. [`format`] says which bootstrap formats can be
+//! delivered and how the bootstrap reports success.
 
+pub mod format;
 pub mod iso;
 pub mod render;
 
+pub use format::{BootstrapFormat, FormatError};
 pub use iso::{VOLUME_LABEL, build};
 pub use render::{Interface, Seed, SeedInput, render};

@@ -14,7 +14,11 @@
 //! data) → instance → IP claims → clone (VMID reserved and written first) →
 //! upload the bootstrap ISO → one config write (CPU, memory, NICs, tags,
 //! options, data disks, the ISO as CD-ROM) → grow disks → start → addresses
-//! → finish (eject and delete the ISO, providerID, provisioned).
+//! → bootstrap finished (the sentinel file, read through the guest agent,
+//! unless `checks.skipCloudInitStatus` or `checks.skipQemuGuestAgent`) →
+//! finish (eject and delete the ISO, providerID, provisioned). Bootstrap
+//! data in a format that cannot be delivered (Ignition) is refused before
+//! any Proxmox call.
 //!
 //! Deletion: shutdown (forced after a timeout) → destroy with `purge` and
 //! `destroy-unreferenced-disks` → the VMID gone → delete the ISO → release
@@ -154,6 +158,19 @@ pub enum ClaimsFact {
     Bound(Vec<ClaimedAddress>),
 }
 
+/// Whether the bootstrap finished, as read through the guest agent
+/// (`cat` of [`crate::cloudinit::format::SENTINEL`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootstrapFact {
+    /// The sentinel says `success`.
+    Done,
+    /// Not yet, or the check is running: the condition message.
+    Pending(String),
+    /// The check cannot run as configured (e.g. the token may not use the
+    /// agent's `exec`): the condition message.
+    Blocked(String),
+}
+
 /// What the guest agent said.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AgentFact {
@@ -209,6 +226,14 @@ pub struct Facts {
     pub iso_uploaded: bool,
     /// `checks.skipQemuGuestAgent`.
     pub skip_agent: bool,
+    /// Confirm the bootstrap finished before `provisioned`: neither
+    /// `checks.skipCloudInitStatus` nor `checks.skipQemuGuestAgent` is set.
+    pub check_bootstrap: bool,
+    /// The bootstrap data's format cannot be delivered (the Secret's
+    /// `format`); `None` when it can or no data was read.
+    pub bootstrap_format_error: Option<crate::cloudinit::FormatError>,
+    /// The bootstrap check, observed.
+    pub bootstrap: Option<BootstrapFact>,
     /// The last task that succeeded was this (to go on without re-reading
     /// lagging listings, e.g. destroy right after a successful shutdown).
     pub last_success: Option<Operation>,
@@ -223,6 +248,9 @@ pub enum Until {
     Poll,
     /// A failure: retry with the per-object exponential backoff.
     Backoff,
+    /// A problem only a change to the objects can fix: wait for a change,
+    /// and say so with a Warning event when it is first seen.
+    Refused,
 }
 
 /// Nothing to do now.
@@ -251,6 +279,9 @@ pub enum Step {
     ObserveClaims,
     /// Ask the guest agent for addresses.
     ObserveAgent,
+    /// Ask the guest agent whether the bootstrap finished (start the
+    /// sentinel check, or read the result of the one started before).
+    ObserveBootstrap,
     /// Forget `status.taskRef` (the task ended and was accounted for).
     ClearTask,
     /// Add the finalizer.
@@ -307,6 +338,7 @@ pub fn running_reason(op: Operation) -> &'static str {
         Operation::Upload => "UploadingBootstrapData",
         Operation::Start => "PoweringOn",
         Operation::Boot => "WaitingForAddresses",
+        Operation::AgentExec | Operation::Bootstrap => "WaitingForBootstrap",
         Operation::DeleteVolume => "CleaningUpBootstrapData",
         Operation::Shutdown | Operation::Stop | Operation::Destroy => "Deleting",
     }
@@ -321,6 +353,7 @@ pub fn failed_reason(op: Operation) -> &'static str {
         Operation::Upload => "UploadFailed",
         Operation::Start => "PowerOnFailed",
         Operation::Boot => "WaitingForAddresses",
+        Operation::AgentExec | Operation::Bootstrap => "WaitingForBootstrap",
         Operation::DeleteVolume => "CleanupFailed",
         Operation::Shutdown | Operation::Stop | Operation::Destroy => "DeletionFailed",
     }
@@ -417,6 +450,13 @@ fn decide_create(f: &Facts) -> Step {
             "waiting for the bootstrap data Secret (Machine spec.bootstrap.dataSecretName)",
             Until::Change,
         );
+    }
+    // Before any Proxmox call: a VM that cannot get its bootstrap is never
+    // created.
+    if let Some(e) = &f.bootstrap_format_error
+        && !f.provisioned
+    {
+        return wait(e.reason(), e.to_string(), Until::Refused);
     }
     if f.instance.is_none() {
         return Step::ChooseInstance;
@@ -638,7 +678,19 @@ fn create_with_vm(f: &Facts, view: &VmView) -> Step {
         ),
         Some(AgentFact::Addresses(devs)) => {
             if addresses::complete(devs, &pairs) {
-                Step::Finish(devs.clone())
+                if !f.check_bootstrap {
+                    return Step::Finish(devs.clone());
+                }
+                match &f.bootstrap {
+                    None => Step::ObserveBootstrap,
+                    Some(BootstrapFact::Done) => Step::Finish(devs.clone()),
+                    Some(BootstrapFact::Pending(msg)) => {
+                        wait("WaitingForBootstrap", msg.clone(), Until::Poll)
+                    }
+                    Some(BootstrapFact::Blocked(msg)) => {
+                        wait("WaitingForBootstrap", msg.clone(), Until::Backoff)
+                    }
+                }
             } else {
                 wait(
                     "WaitingForAddresses",

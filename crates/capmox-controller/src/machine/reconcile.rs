@@ -16,7 +16,11 @@
 //!   `DeletionFailed` condition and a backoff retry.
 //! - Status is written once per reconcile, by server-side apply, only when
 //!   it changed; spec fields (`instance`, `virtualMachineID`, `providerID`)
-//!   and finalizers by JSON merge patches carrying the `resourceVersion`.
+//!   and finalizers by JSON merge patches carrying the `resourceVersion`
+//!   of the object this reconcile read: a concurrent change (another
+//!   controller process during a leader hand-over, a user's edit) makes the
+//!   write fail with 409 and the reconcile is retried from fresh state —
+//!   nothing is overwritten.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,12 +36,12 @@ use tracing::{Instrument, debug, info, warn};
 
 use super::claims::{self, ClaimState, DevicePlan, InstancePool, WantedClaim};
 use super::decide::{
-    self, AgentFact, ClaimsFact, ClusterFact, Facts, Owner, Step, TaskFact, Until, VmFact, VmView,
-    Wait,
+    self, AgentFact, BootstrapFact, ClaimsFact, ClusterFact, Facts, Owner, Step, TaskFact, Until,
+    VmFact, VmView, Wait,
 };
 use super::marker::{Marker, Ownership};
 use super::placement::{self, InstanceFacts};
-use super::runtime::MachineRuntime;
+use super::runtime::{BootstrapCheck, MachineRuntime};
 use super::scheduler::{self, Locality, Request};
 use super::status::{self, FINALIZER};
 use super::template::{self, Resolved, TemplateError};
@@ -51,6 +55,7 @@ use crate::capi::{
     CLUSTER_NAME_LABEL, Cluster, Machine, is_control_plane, is_paused, owner_of_kind,
 };
 use crate::clients::Instance;
+use crate::cloudinit::format::{SENTINEL, SENTINEL_SUCCESS, sentinel_says_success};
 use crate::conditions::{self, Desired, Status};
 use crate::context::Shared;
 use crate::error::Error;
@@ -207,6 +212,8 @@ struct Exec<'a> {
     claim_plan: Option<(Vec<WantedClaim>, Vec<DevicePlan>, Vec<ClaimState>)>,
     resource_version: Option<String>,
     finalizers: Vec<String>,
+    /// When to look at the bootstrap check again (set by `observe_bootstrap`).
+    bootstrap_poll: Option<Duration>,
 }
 
 impl<'a> Exec<'a> {
@@ -248,6 +255,12 @@ impl<'a> Exec<'a> {
                 .checks
                 .and_then(|c| c.skip_qemu_guest_agent)
                 .unwrap_or(false),
+            check_bootstrap: machine.spec.checks.is_none_or(|c| {
+                !c.skip_qemu_guest_agent.unwrap_or(false)
+                    && !c.skip_cloud_init_status.unwrap_or(false)
+            }),
+            bootstrap_format_error: None,
+            bootstrap: None,
             last_success: None,
         };
         let mut exec = Exec {
@@ -270,6 +283,7 @@ impl<'a> Exec<'a> {
             claim_plan: None,
             resource_version: machine.resource_version(),
             finalizers: machine.finalizers().to_vec(),
+            bootstrap_poll: None,
         };
         exec.gather().await?;
         let outcome = exec.drive().await?;
@@ -308,17 +322,23 @@ impl<'a> Exec<'a> {
                         .await?
                     {
                         Some(s) => {
-                            let value = s
-                                .data
-                                .as_ref()
-                                .and_then(|d| d.get("value"))
-                                .map(|b| b.0.clone())
-                                .or_else(|| {
-                                    s.string_data
-                                        .as_ref()
-                                        .and_then(|d| d.get("value"))
-                                        .map(|v| v.clone().into_bytes())
-                                });
+                            let key = |k: &str| {
+                                s.data
+                                    .as_ref()
+                                    .and_then(|d| d.get(k))
+                                    .map(|b| b.0.clone())
+                                    .or_else(|| {
+                                        s.string_data
+                                            .as_ref()
+                                            .and_then(|d| d.get(k))
+                                            .map(|v| v.clone().into_bytes())
+                                    })
+                            };
+                            let value = key("value");
+                            let format =
+                                key("format").map(|f| String::from_utf8_lossy(&f).into_owned());
+                            self.facts.bootstrap_format_error =
+                                crate::cloudinit::BootstrapFormat::parse(format.as_deref()).err();
                             let ready = value.is_some();
                             self.bootstrap = value;
                             ready
@@ -469,6 +489,7 @@ impl<'a> Exec<'a> {
                 Step::ObserveConfig => self.observe_config().await,
                 Step::ObserveClaims => self.observe_claims().await?,
                 Step::ObserveAgent => self.observe_agent().await,
+                Step::ObserveBootstrap => self.observe_bootstrap().await,
                 Step::ClearTask => {
                     self.task_done();
                     Flow::Continue
@@ -549,6 +570,9 @@ impl<'a> Exec<'a> {
 
     /// Requeue hint while a task runs or the guest boots.
     fn poll_hint(&self) -> Option<Duration> {
+        if matches!(self.facts.bootstrap, Some(BootstrapFact::Pending(_))) {
+            return self.bootstrap_poll;
+        }
         let memo = self.rt.memo(&self.uid);
         let identity = self.identity().unwrap_or_default();
         let floor = self
@@ -657,7 +681,15 @@ impl<'a> Exec<'a> {
                 Err(e) => return Err(e),
             }
         }
-        if o.until == Until::Backoff && !self.facts.paused {
+        // A refusal is announced when first seen (not on every resync).
+        let refused_first = o.until == Until::Refused
+            && self
+                .machine
+                .status
+                .as_ref()
+                .and_then(|s| conditions::get(&s.conditions, conditions::VM_PROVISIONED))
+                .is_none_or(|c| c.reason != o.reason);
+        if (o.until == Until::Backoff || refused_first) && !self.facts.paused {
             events::publish(
                 &self.ctx.shared,
                 &self.machine.object_ref(&()),
@@ -669,7 +701,7 @@ impl<'a> Exec<'a> {
             .await;
         }
         let action = Some(match o.until {
-            Until::Change => o
+            Until::Change | Until::Refused => o
                 .poll
                 .unwrap_or_else(|| self.rt.scaled(self.rt.options.resync)),
             Until::Poll => o
@@ -699,15 +731,18 @@ impl<'a> Exec<'a> {
 
     // ---- kube steps --------------------------------------------------------
 
-    /// A JSON merge patch of the main resource. Finalizer changes carry the
-    /// `resourceVersion` (the list is replaced as a whole, so a concurrent
-    /// change must fail with a conflict); spec fields only this controller
-    /// writes do not.
+    /// A JSON merge patch of the main resource, always with the
+    /// `resourceVersion` this reconcile knows as a precondition: finalizer
+    /// lists are replaced as a whole, and spec fields (`instance`,
+    /// `virtualMachineID`, `providerID`) must not overwrite what another
+    /// writer (a second controller process during a leader hand-over)
+    /// decided meanwhile. A concurrent change answers 409; the error ends
+    /// the reconcile, which is retried from fresh state.
+    ///
+    /// # Errors
+    /// [`Error::Kube`]: 409 on a concurrent change, 404 when the object is gone.
     async fn merge_patch(&mut self, body: serde_json::Value) -> Result<(), Error> {
-        let mut body = body;
-        if let (Some(rv), Some(meta)) = (&self.resource_version, body.get_mut("metadata")) {
-            meta["resourceVersion"] = serde_json::Value::String(rv.clone());
-        }
+        let body = with_resource_version(body, self.resource_version.as_deref());
         let updated = self
             .api
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(body))
@@ -1513,6 +1548,16 @@ impl<'a> Exec<'a> {
             }
         };
         let memo = self.rt.memo(&self.uid);
+        // The reconcile that reads the bootstrap check's result reuses the
+        // addresses read right before the check was started.
+        if let Some(c) = &memo.bootstrap
+            && Some(c.vmid) == self.facts.vmid
+            && c.exec.is_some()
+            && let Some(devs) = &c.addresses
+        {
+            self.facts.agent = Some(AgentFact::Addresses(devs.clone()));
+            return Flow::Continue;
+        }
         let expected = self.rt.timer.expected(&inst.identity, Operation::Boot);
         if let Some(at) = memo.started_at
             && at.elapsed() < expected.mul_f64(0.9)
@@ -1559,6 +1604,226 @@ impl<'a> Exec<'a> {
             }
             Err(e) => self.facts.agent = Some(AgentFact::NotYet(e.to_string())),
         }
+        Flow::Continue
+    }
+
+    /// Whether the bootstrap finished: through the guest agent, `cat` of the
+    /// sentinel file (`exec`), and one read of the result (`exec-status`)
+    /// at the expected end of the `exec` — in the same reconcile when that
+    /// is within `MachineOptions::agent_exec_inline_wait`, else on a
+    /// requeue. QGA forgets a finished process after one read (SEMANTICS.md
+    /// §17), so a finished result is read exactly once. The first check
+    /// goes near the bootstrap's learned duration after the addresses
+    /// appeared; after a check that does not say `success` the next one
+    /// follows at the bounded cadence of [`super::timing::bootstrap_recheck`].
+    /// After `MachineOptions::bootstrap_patience` the message says so; the
+    /// machine is never failed for it (a MachineHealthCheck decides). The
+    /// check in flight lives in memory: after a restart it is started again.
+    async fn observe_bootstrap(&mut self) -> Flow {
+        let Some(VmFact::Ours(view)) = self.facts.vm.clone() else {
+            self.facts.vm = None;
+            return Flow::Continue;
+        };
+        let inst = match self.instance().await {
+            Ok(i) => i,
+            Err(msg) => {
+                self.facts.vm = Some(VmFact::Unreachable(msg));
+                return Flow::Continue;
+            }
+        };
+        let vmid = self.facts.vmid.unwrap_or_default();
+        let mut check = match self.rt.memo(&self.uid).bootstrap {
+            Some(c) if c.vmid == vmid => c,
+            _ => BootstrapCheck::new(vmid),
+        };
+        let flow = self
+            .bootstrap_step(&inst, &view.node, vmid, &mut check)
+            .await;
+        self.rt
+            .update_memo(&self.uid, |m| m.bootstrap = Some(check));
+        flow
+    }
+
+    async fn bootstrap_step(
+        &mut self,
+        inst: &Instance,
+        node: &str,
+        vmid: u32,
+        check: &mut BootstrapCheck,
+    ) -> Flow {
+        if check.done {
+            self.facts.bootstrap = Some(BootstrapFact::Done);
+            return Flow::Continue;
+        }
+        let (Ok(n), Ok(id)) = (NodeName::new(node.to_string()), VmId::new(vmid)) else {
+            self.facts.vm = None;
+            return Flow::Continue;
+        };
+        let exec_expected = self.rt.timer.expected(&inst.identity, Operation::AgentExec);
+        let floor = self
+            .rt
+            .scaled(self.rt.options.poll_floor)
+            .max(Duration::from_millis(5));
+        let bounds = (
+            self.rt.scaled(self.rt.options.bootstrap_recheck_min),
+            self.rt.scaled(self.rt.options.bootstrap_recheck_max),
+        );
+        if check.exec.is_none() {
+            if check.next_at.is_none() && check.failed == 0 {
+                // The first check lands near the learned end of the bootstrap.
+                let expected = self.rt.timer.expected(&inst.identity, Operation::Bootstrap);
+                check.next_at =
+                    Some(check.since + expected.saturating_sub(exec_expected).min(bounds.1));
+            }
+            let now = Instant::now();
+            if let Some(next) = check.next_at
+                && now < next
+            {
+                return self.bootstrap_pending(check, (next - now).max(floor));
+            }
+            match inst.api.agent_exec(&n, id, &["cat", SENTINEL]).await {
+                Ok(pid) => {
+                    check.exec = Some((pid, Instant::now()));
+                    check.next_at = None;
+                    check.addresses = match &self.facts.agent {
+                        Some(AgentFact::Addresses(devs)) => Some(devs.clone()),
+                        _ => None,
+                    };
+                    debug!(pid, "bootstrap sentinel check started");
+                }
+                Err(e) => return self.bootstrap_error(&inst.identity, check, e, bounds),
+            }
+            // `cat` ends at once: wait for it in line (bounded), so one
+            // reconcile starts and reads a check and a restart in between
+            // cannot lose its result; a slower guest is read on a requeue.
+            let first = next_poll(exec_expected, Duration::ZERO, 0, floor);
+            let inline = self.rt.scaled(self.rt.options.agent_exec_inline_wait);
+            if first > inline {
+                return self.bootstrap_pending(check, first);
+            }
+            tokio::time::sleep(first).await;
+        }
+        let Some((pid, at)) = check.exec else {
+            return Flow::Continue;
+        };
+        let elapsed = at.elapsed();
+        if elapsed < exec_expected.mul_f64(0.9) {
+            return self.bootstrap_pending(check, next_poll(exec_expected, elapsed, 0, floor));
+        }
+        match inst.api.agent_exec_status(&n, id, pid).await {
+            Ok(st) if !st.exited => {
+                self.bootstrap_pending(check, next_poll(exec_expected, elapsed, 1, floor))
+            }
+            Ok(st) => {
+                check.exec = None;
+                check.addresses = None;
+                let out = st.out_data.as_deref().unwrap_or_default();
+                if st.exitcode == Some(0) && sentinel_says_success(out) {
+                    check.done = true;
+                    self.rt.timer.observe(
+                        &inst.identity,
+                        Operation::Bootstrap,
+                        check.since.elapsed(),
+                    );
+                    info!(pid, "bootstrap finished (the sentinel says success)");
+                    self.facts.bootstrap = Some(BootstrapFact::Done);
+                    return Flow::Continue;
+                }
+                let found = describe_exec(&st);
+                debug!(pid, %found, "bootstrap not finished yet");
+                self.bootstrap_failed(
+                    &inst.identity,
+                    check,
+                    format!("{SENTINEL} does not say {SENTINEL_SUCCESS} yet ({found})"),
+                    bounds,
+                )
+            }
+            Err(e) => self.bootstrap_error(&inst.identity, check, e, bounds),
+        }
+    }
+
+    /// A check did not say `success`: remember what it found, schedule the next.
+    fn bootstrap_failed(
+        &mut self,
+        identity: &str,
+        check: &mut BootstrapCheck,
+        found: String,
+        (min, max): (Duration, Duration),
+    ) -> Flow {
+        check.failed = check.failed.saturating_add(1);
+        check.last = Some(found);
+        let elapsed = check.since.elapsed();
+        let wait = super::timing::bootstrap_recheck(
+            self.rt.timer.expected(identity, Operation::Bootstrap),
+            elapsed,
+            check.failed,
+            min,
+            max,
+        );
+        check.next_at = Some(Instant::now() + wait);
+        self.bootstrap_pending(check, wait)
+    }
+
+    fn bootstrap_error(
+        &mut self,
+        identity: &str,
+        check: &mut BootstrapCheck,
+        e: PveError,
+        bounds: (Duration, Duration),
+    ) -> Flow {
+        check.exec = None;
+        check.addresses = None;
+        match e {
+            PveError::NotFound { .. } => {
+                self.facts.vm = None;
+                self.status.proxmox_node = None;
+                self.rt.update_memo(&self.uid, |m| m.config = None);
+                stop(
+                    "WaitingForVirtualMachine",
+                    format!(
+                        "VM {} moved; looking it up",
+                        self.facts.vmid.unwrap_or_default()
+                    ),
+                    Until::Poll,
+                )
+            }
+            PveError::PermissionDenied { message, .. } => {
+                self.facts.bootstrap = Some(BootstrapFact::Blocked(format!(
+                    "cannot check whether the bootstrap finished: the guest agent's exec was refused ({message}); the token needs VM.GuestAgent.Unrestricted (PVE 9) or VM.Monitor (PVE 8) on the VM, or set checks.skipCloudInitStatus"
+                )));
+                Flow::Continue
+            }
+            PveError::AgentUnavailable { message, .. } | PveError::Conflict { message, .. } => self
+                .bootstrap_failed(
+                    identity,
+                    check,
+                    format!("the guest agent did not run the check: {message}"),
+                    bounds,
+                ),
+            e => self.bootstrap_failed(identity, check, format!("the check failed: {e}"), bounds),
+        }
+    }
+
+    /// Still waiting: the condition message (stable between checks) and
+    /// when to look again.
+    fn bootstrap_pending(&mut self, check: &BootstrapCheck, poll: Duration) -> Flow {
+        let base = match &check.last {
+            Some(found) => format!("waiting for the bootstrap to finish: {found}"),
+            None => format!(
+                "waiting for the bootstrap to finish (checking {SENTINEL} through the guest agent)"
+            ),
+        };
+        let patience = self.rt.scaled(self.rt.options.bootstrap_patience);
+        let message = if check.since.elapsed() >= patience {
+            format!(
+                "no bootstrap success after more than {}: {base}; look at cloud-init in the guest (/var/log/cloud-init-output.log). The machine is not marked failed: a MachineHealthCheck decides",
+                human(patience)
+            )
+        } else {
+            base
+        };
+        self.bootstrap_poll = Some(poll);
+        self.facts.bootstrap = Some(BootstrapFact::Pending(message));
         Flow::Continue
     }
 
@@ -2744,6 +3009,64 @@ impl<'a> Exec<'a> {
     }
 }
 
+/// `body` with `metadata.resourceVersion` set to `rv` (a precondition of
+/// the write; nothing is added without a known version).
+fn with_resource_version(mut body: serde_json::Value, rv: Option<&str>) -> serde_json::Value {
+    if let (Some(rv), Some(obj)) = (rv, body.as_object_mut()) {
+        let meta = obj
+            .entry("metadata")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.insert(
+                "resourceVersion".into(),
+                serde_json::Value::String(rv.to_string()),
+            );
+        }
+    }
+    body
+}
+
+/// What a finished check found, for the condition: exit code or signal,
+/// then the first line of stderr or what stdout said (at most 200
+/// characters each).
+fn describe_exec(st: &crate::pve::ExecStatus) -> String {
+    let first = |s: &str| -> String {
+        let line = s
+            .lines()
+            .map(str::trim)
+            .find(|l| !l.is_empty())
+            .unwrap_or("");
+        line.chars().take(200).collect()
+    };
+    let mut out = match (st.exitcode, st.signal) {
+        (Some(c), _) => format!("exit code {c}"),
+        (None, Some(sig)) => format!("killed by signal {sig}"),
+        (None, None) => "no exit code".to_string(),
+    };
+    let err = first(st.err_data.as_deref().unwrap_or_default());
+    let said = first(st.out_data.as_deref().unwrap_or_default());
+    if !err.is_empty() {
+        out.push_str(&format!(": {err}"));
+    } else if !said.is_empty() {
+        out.push_str(&format!(", it reads {said:?}"));
+    }
+    out
+}
+
+/// A duration for messages: `10m`, `1m30s`, `45s`, `250ms`.
+fn human(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs == 0 {
+        return format!("{}ms", d.as_millis());
+    }
+    let (m, s) = (secs / 60, secs % 60);
+    match (m, s) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m{s}s"),
+    }
+}
+
 /// Where a clone of `resolved` can go: anywhere when every template disk
 /// (and the requested target storage) is shared, else only the template's
 /// node (or, for replicas, each replica's own node) — field case B05.
@@ -2786,4 +3109,73 @@ fn locality(
         nodes: [node].into(),
         why,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pve::ExecStatus;
+
+    #[test]
+    fn every_merge_patch_carries_the_resource_version() {
+        let spec = with_resource_version(
+            serde_json::json!({ "spec": { "providerID": "proxmox://abc" } }),
+            Some("41"),
+        );
+        assert_eq!(
+            spec,
+            serde_json::json!({
+                "spec": { "providerID": "proxmox://abc" },
+                "metadata": { "resourceVersion": "41" }
+            })
+        );
+        let fin = with_resource_version(
+            serde_json::json!({ "metadata": { "finalizers": ["a"] } }),
+            Some("7"),
+        );
+        assert_eq!(
+            fin,
+            serde_json::json!({ "metadata": { "finalizers": ["a"], "resourceVersion": "7" } })
+        );
+        let unknown = with_resource_version(serde_json::json!({ "spec": {} }), None);
+        assert_eq!(unknown, serde_json::json!({ "spec": {} }));
+    }
+
+    #[test]
+    fn exec_results_in_words() {
+        let missing = ExecStatus {
+            exited: true,
+            exitcode: Some(1),
+            err_data: Some(
+                "cat: /run/cluster-api/bootstrap-success.complete: No such file or directory\n"
+                    .into(),
+            ),
+            ..ExecStatus::default()
+        };
+        assert_eq!(
+            describe_exec(&missing),
+            "exit code 1: cat: /run/cluster-api/bootstrap-success.complete: No such file or directory"
+        );
+        let other = ExecStatus {
+            exited: true,
+            exitcode: Some(0),
+            out_data: Some("failure\n".into()),
+            ..ExecStatus::default()
+        };
+        assert_eq!(describe_exec(&other), "exit code 0, it reads \"failure\"");
+        let killed = ExecStatus {
+            exited: true,
+            signal: Some(9),
+            ..ExecStatus::default()
+        };
+        assert_eq!(describe_exec(&killed), "killed by signal 9");
+    }
+
+    #[test]
+    fn durations_in_messages() {
+        assert_eq!(human(Duration::from_secs(600)), "10m");
+        assert_eq!(human(Duration::from_secs(90)), "1m30s");
+        assert_eq!(human(Duration::from_secs(3)), "3s");
+        assert_eq!(human(Duration::from_millis(250)), "250ms");
+    }
 }

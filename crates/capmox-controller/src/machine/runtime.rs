@@ -10,7 +10,8 @@
 //! - VMs being created (their memory counts before Proxmox lists it);
 //! - per machine ([`Memo`]): the last config read (so a step after an upload
 //!   does not read it again), whether the ISO was uploaded, the last task
-//!   that succeeded, when the current task was issued;
+//!   that succeeded, when the current task was issued, the bootstrap
+//!   sentinel check ([`BootstrapCheck`]; after a restart it starts over);
 //! - a lock per CAPI cluster so concurrent instance choices see each other.
 //!
 //! Every lock here is a `std::sync::Mutex` held only for map access, never
@@ -52,6 +53,19 @@ pub struct MachineOptions {
     pub resync: Duration,
     /// Requeue of a provisioned machine (notice migrations, vanished VMs). Default 10 min.
     pub steady: Duration,
+    /// Shortest interval between two bootstrap sentinel checks after one
+    /// that did not say `success` (doubles per failed check). Default 5 s.
+    pub bootstrap_recheck_min: Duration,
+    /// Longest interval between two bootstrap sentinel checks. Default 30 s.
+    pub bootstrap_recheck_max: Duration,
+    /// The longest a reconcile waits in line for the bootstrap check's
+    /// `exec` to end before reading its result (longer expected `exec`
+    /// durations are read on a requeue). Default 2 s.
+    pub agent_exec_inline_wait: Duration,
+    /// After this long without bootstrap success the condition message
+    /// says so (the machine is not failed: a MachineHealthCheck decides;
+    /// CAPI's default `nodeStartupTimeout` is 10 min). Default 10 min.
+    pub bootstrap_patience: Duration,
 }
 
 impl Default for MachineOptions {
@@ -65,6 +79,10 @@ impl Default for MachineOptions {
             poll_floor: Duration::from_millis(200),
             resync: Duration::from_secs(300),
             steady: Duration::from_secs(600),
+            bootstrap_recheck_min: Duration::from_secs(5),
+            bootstrap_recheck_max: Duration::from_secs(30),
+            agent_exec_inline_wait: Duration::from_secs(2),
+            bootstrap_patience: Duration::from_secs(600),
         }
     }
 }
@@ -124,6 +142,47 @@ impl CloneSlots {
     }
 }
 
+/// The bootstrap sentinel check of one VM (see
+/// [`crate::cloudinit::format::SENTINEL`]).
+#[derive(Clone, Debug)]
+pub struct BootstrapCheck {
+    /// The VM checked.
+    pub vmid: u32,
+    /// When the guest agent was first seen reporting every address: the
+    /// wait for the bootstrap began (counted from the first check after a
+    /// restart).
+    pub since: Instant,
+    /// The check in flight: guest PID and when it was started.
+    pub exec: Option<(u64, Instant)>,
+    /// The addresses the agent reported right before the check in flight
+    /// (the reconcile that reads its result reuses them).
+    pub addresses: Option<Vec<crate::api::machine::DeviceAddresses>>,
+    /// Checks that did not say `success`.
+    pub failed: u32,
+    /// What the last check that did not say `success` found.
+    pub last: Option<String>,
+    /// No new check before this instant.
+    pub next_at: Option<Instant>,
+    /// The sentinel said `success`.
+    pub done: bool,
+}
+
+impl BootstrapCheck {
+    /// A check of `vmid` whose wait begins now.
+    pub fn new(vmid: u32) -> BootstrapCheck {
+        BootstrapCheck {
+            vmid,
+            since: Instant::now(),
+            exec: None,
+            addresses: None,
+            failed: 0,
+            last: None,
+            next_at: None,
+            done: false,
+        }
+    }
+}
+
 /// What is remembered about one machine (by UID).
 #[derive(Clone, Debug, Default)]
 pub struct Memo {
@@ -143,6 +202,8 @@ pub struct Memo {
     pub fresh_after: Option<Instant>,
     /// Template the clone in flight came from (for its clone slot).
     pub clone_template: Option<(String, u32)>,
+    /// The bootstrap sentinel check.
+    pub bootstrap: Option<BootstrapCheck>,
 }
 
 /// The per-process state of the machine controller.

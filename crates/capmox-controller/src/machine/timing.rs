@@ -38,6 +38,13 @@ pub enum Operation {
     DeleteVolume,
     /// From the end of the start task until the guest agent reports addresses.
     Boot,
+    /// A guest agent `exec` of the bootstrap sentinel check, until
+    /// `exec-status` reports it exited (not learned: its end is not
+    /// observable more precisely than the poll that finds it).
+    AgentExec,
+    /// From the guest agent reporting every address until the bootstrap
+    /// sentinel says `success`.
+    Bootstrap,
 }
 
 impl Operation {
@@ -70,17 +77,28 @@ impl Operation {
             Operation::Destroy => "destroy",
             Operation::DeleteVolume => "delete volume",
             Operation::Boot => "boot",
+            Operation::AgentExec => "agent exec",
+            Operation::Bootstrap => "bootstrap",
         }
     }
 
     /// The initial guess before anything was observed, **unscaled seconds**
     /// (Proxmox's typical durations: a full clone of a 20 GiB template takes
     /// about a minute, a config write a second, a boot to the guest agent
-    /// under two minutes).
+    /// under two minutes; an agent `exec` of `cat` well under a second). The
+    /// bootstrap's guess is as short as an `exec` on purpose: until a
+    /// duration was learned the sentinel is checked as soon as the
+    /// addresses are there (images with everything baked in bootstrap in
+    /// seconds), then re-checked at the bounded cadence of
+    /// [`bootstrap_recheck`].
     pub fn default_guess(self) -> Duration {
         Duration::from_secs(match self {
             Operation::Clone => 60,
-            Operation::Configure | Operation::Upload | Operation::DeleteVolume => 1,
+            Operation::Configure
+            | Operation::Upload
+            | Operation::DeleteVolume
+            | Operation::AgentExec
+            | Operation::Bootstrap => 1,
             Operation::Resize | Operation::Stop => 2,
             Operation::Start | Operation::Destroy => 3,
             Operation::Shutdown => 10,
@@ -110,6 +128,24 @@ pub fn next_poll(
         .mul_f64(0.1)
         .saturating_mul(1u32 << late_polls.min(16));
     step.min(expected.mul_f64(0.5)).max(floor)
+}
+
+/// When to check the bootstrap sentinel again after a check that did not
+/// say `success`: not before the expected end of the bootstrap
+/// (`expected − elapsed`), else `min` doubling with each failed check
+/// (`failed` ≥ 1), always within `[min, max]` — so a bootstrap that hangs
+/// costs one check every `max` at most, never a tight loop.
+pub fn bootstrap_recheck(
+    expected: Duration,
+    elapsed: Duration,
+    failed: u32,
+    min: Duration,
+    max: Duration,
+) -> Duration {
+    let max = max.max(min);
+    let backoff = min.saturating_mul(1u32 << failed.saturating_sub(1).min(16));
+    let until_expected = expected.saturating_sub(elapsed);
+    backoff.max(until_expected).clamp(min, max)
 }
 
 /// Learned durations per (identity, operation).
@@ -193,6 +229,28 @@ mod tests {
             "capped at half"
         );
         assert_eq!(next_poll(ms(20), ms(40), 0, floor), floor);
+    }
+
+    #[test]
+    fn bootstrap_rechecks_are_bounded() {
+        let (min, max) = (ms(5000), ms(30_000));
+        // Expected in 60 s, 2 s passed: the next check at the expected end, capped.
+        assert_eq!(bootstrap_recheck(ms(60_000), ms(2000), 1, min, max), max);
+        assert_eq!(
+            bootstrap_recheck(ms(20_000), ms(2000), 1, min, max),
+            ms(18_000)
+        );
+        // Past the expected end: 5, 10, 20, 30, 30 s.
+        let steps: Vec<Duration> = (1..=5)
+            .map(|n| bootstrap_recheck(ms(1000), ms(90_000), n, min, max))
+            .collect();
+        assert_eq!(
+            steps,
+            vec![ms(5000), ms(10_000), ms(20_000), ms(30_000), ms(30_000)]
+        );
+        // Never below the minimum, however short the learned bootstrap.
+        assert_eq!(bootstrap_recheck(ms(10), ms(9), 1, min, max), min);
+        assert_eq!(bootstrap_recheck(ms(10), ms(9), 200, min, max), max);
     }
 
     #[test]

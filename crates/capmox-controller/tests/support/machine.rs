@@ -446,23 +446,32 @@ impl World {
             .unwrap()
     }
 
-    /// The bootstrap data Secret of machine `name`.
+    /// The bootstrap data Secret of machine `name` ([`USER_DATA`], `cloud-config`).
     pub async fn bootstrap_secret(&self, cluster: &str, name: &str) {
+        self.bootstrap_secret_with(cluster, name, USER_DATA, Some("cloud-config"))
+            .await;
+    }
+
+    /// The bootstrap data Secret of machine `name` with `value` and, when
+    /// given, `format`.
+    pub async fn bootstrap_secret_with(
+        &self,
+        cluster: &str,
+        name: &str,
+        value: &str,
+        format: Option<&str>,
+    ) {
+        let mut data =
+            BTreeMap::from([("value".to_string(), ByteString(value.as_bytes().to_vec()))]);
+        if let Some(f) = format {
+            data.insert("format".to_string(), ByteString(f.as_bytes().to_vec()));
+        }
         let s = Secret {
             metadata: meta(
                 &format!("{name}-bootstrap"),
                 &[(CLUSTER_NAME_LABEL, cluster)],
             ),
-            data: Some(
-                [
-                    (
-                        "value".to_string(),
-                        ByteString(USER_DATA.as_bytes().to_vec()),
-                    ),
-                    ("format".to_string(), ByteString(b"cloud-config".to_vec())),
-                ]
-                .into(),
-            ),
+            data: Some(data),
             ..Secret::default()
         };
         Api::<Secret>::namespaced(self.client.clone(), NS)

@@ -8,7 +8,7 @@
 //! | [`nodes`] | `GET /nodes`, `/nodes/{node}/status` |
 //! | [`storage`] | storages, storage status, content list, ISO upload, volume delete |
 //! | [`qemu`] | VM list, config GET/POST/PUT, pending, clone, resize, status, power, delete |
-//! | [`agent`] | guest agent `ping`, `network-get-interfaces` |
+//! | [`agent`] | guest agent `ping`, `network-get-interfaces`, `exec`, `exec-status` |
 //! | [`pools`] | `GET /pools`, `POST /pools` |
 //! | [`tasks`] | task status, log, stop; waiting is in [`crate::task`] |
 //!

@@ -98,6 +98,9 @@ fn base() -> Facts {
         iso_file: Some(ISO.into()),
         iso_uploaded: false,
         skip_agent: false,
+        check_bootstrap: false,
+        bootstrap_format_error: None,
+        bootstrap: None,
         last_success: None,
     }
 }
@@ -282,6 +285,78 @@ fn config_drift_and_disks() {
     let w = decide(&f);
     assert_eq!(reason(&w), "ResizeFailed");
     assert!(matches!(&w, Step::Wait(x) if x.message == "cannot shrink scsi0 from 20GiB to 10GiB"));
+}
+
+#[test]
+fn bootstrap_is_confirmed_before_finishing() {
+    let devs = vec![DeviceAddresses {
+        net: "net0".into(),
+        ipv4: vec!["10.10.0.20".into()],
+        ipv6: vec![],
+    }];
+    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(true))));
+    f.check_bootstrap = true;
+    f.agent = Some(AgentFact::Addresses(devs.clone()));
+    assert_eq!(decide(&f), Step::ObserveBootstrap);
+    f.bootstrap = Some(BootstrapFact::Pending(
+        "waiting for the bootstrap to finish: exit code 1".into(),
+    ));
+    assert_eq!(
+        decide(&f),
+        Step::Wait(Wait {
+            reason: "WaitingForBootstrap",
+            message: "waiting for the bootstrap to finish: exit code 1".into(),
+            until: Until::Poll,
+        })
+    );
+    f.bootstrap = Some(BootstrapFact::Blocked("exec refused".into()));
+    assert_eq!(
+        decide(&f),
+        Step::Wait(Wait {
+            reason: "WaitingForBootstrap",
+            message: "exec refused".into(),
+            until: Until::Backoff,
+        })
+    );
+    f.bootstrap = Some(BootstrapFact::Done);
+    assert_eq!(decide(&f), Step::Finish(devs.clone()));
+    // Addresses first: no check while the agent has not reported them all.
+    f.bootstrap = None;
+    f.agent = Some(AgentFact::NotYet("QEMU guest agent is not running".into()));
+    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
+    // Without the agent there is nothing to ask.
+    f.skip_agent = true;
+    f.check_bootstrap = false;
+    assert_eq!(decide(&f), Step::Finish(devs));
+}
+
+#[test]
+fn undeliverable_bootstrap_formats_are_refused_before_proxmox() {
+    use crate::cloudinit::FormatError;
+    let mut f = base();
+    f.instance = None;
+    f.claims = None;
+    f.bootstrap_format_error = Some(FormatError::IgnitionNotSupported);
+    assert_eq!(
+        decide(&f),
+        Step::Wait(Wait {
+            reason: "UnsupportedBootstrapFormat",
+            message: "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config".into(),
+            until: Until::Refused,
+        })
+    );
+    // Also once a VM exists (the format changed): nothing is uploaded.
+    let mut f = with_vm(base(), VmFact::Ours(view(Some(config(&[])), Some(false))));
+    f.bootstrap_format_error = Some(FormatError::Unknown("yaml".into()));
+    assert_eq!(reason(&decide(&f)), "UnsupportedBootstrapFormat");
+    // A provisioned machine is not affected.
+    f.provisioned = true;
+    assert_eq!(decide(&f), Step::Done);
+    // Preconditions still come first.
+    let mut f = base();
+    f.bootstrap_format_error = Some(FormatError::IgnitionNotSupported);
+    f.has_finalizer = false;
+    assert_eq!(decide(&f), Step::AddFinalizer);
 }
 
 #[test]

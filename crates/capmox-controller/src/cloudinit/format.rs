@@ -1,0 +1,117 @@
+//! Which bootstrap data a machine can boot with, and how the bootstrap says
+//! it finished.
+//!
+//! CAPI bootstrap contract (CAPI-CONTRACT.md, bootstrap data): the data
+//! Secret carries the payload in key `value` and its format in key `format`,
+//! `cloud-config` (kubeadm's) or `ignition` (Flatcar, Fedora CoreOS); no
+//! `format` key means `cloud-config`. Only `cloud-config` is rendered here,
+//! as NoCloud user-data; Ignition needs another delivery path (QEMU
+//! `fw_cfg` `opt/com.coreos/config` or a config drive) that is not
+//! supported yet, so such machines are refused before any Proxmox call
+//! instead of booting a VM that ignores its bootstrap.
+//!
+//! Success: the kubeadm bootstrap provider's cloud-config ends by writing
+//! [`SENTINEL`] with the content [`SENTINEL_SUCCESS`] once `kubeadm
+//! init`/`join` succeeded (CAPI bootstrap contract, "sentinel file").
+
+/// The file the bootstrap writes when it succeeded.
+pub const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
+
+/// The content of [`SENTINEL`] after a successful bootstrap.
+pub const SENTINEL_SUCCESS: &str = "success";
+
+/// The formats this provider can deliver, as named in the Secret's `format`.
+pub const SUPPORTED_FORMATS: &[&str] = &["cloud-config"];
+
+/// A deliverable bootstrap data format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BootstrapFormat {
+    /// `cloud-config`: NoCloud user-data.
+    CloudConfig,
+}
+
+/// Why bootstrap data cannot be delivered.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// `format: ignition`.
+    #[error(
+        "bootstrap data format \"ignition\" is not supported yet; supported formats: {supported}",
+        supported = SUPPORTED_FORMATS.join(", ")
+    )]
+    IgnitionNotSupported,
+    /// Any other value.
+    #[error(
+        "bootstrap data format {0:?} is unknown; supported formats: {supported}",
+        supported = SUPPORTED_FORMATS.join(", ")
+    )]
+    Unknown(String),
+}
+
+impl FormatError {
+    /// Stable CamelCase reason for conditions and events.
+    pub fn reason(&self) -> &'static str {
+        "UnsupportedBootstrapFormat"
+    }
+}
+
+impl BootstrapFormat {
+    /// The format named by the Secret's `format` key (`None`: key absent).
+    /// Surrounding whitespace is ignored; names are case-sensitive as in
+    /// CAPI's `Format` type.
+    ///
+    /// # Errors
+    /// [`FormatError`] for `ignition` and any unknown name.
+    pub fn parse(format: Option<&str>) -> Result<BootstrapFormat, FormatError> {
+        match format.map(str::trim) {
+            None | Some("") | Some("cloud-config") => Ok(BootstrapFormat::CloudConfig),
+            Some("ignition") => Err(FormatError::IgnitionNotSupported),
+            Some(other) => Err(FormatError::Unknown(other.to_string())),
+        }
+    }
+}
+
+/// Whether the output of `cat` [`SENTINEL`] says the bootstrap succeeded.
+pub fn sentinel_says_success(out: &str) -> bool {
+    out.trim() == SENTINEL_SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(
+            BootstrapFormat::parse(None),
+            Ok(BootstrapFormat::CloudConfig)
+        );
+        assert_eq!(
+            BootstrapFormat::parse(Some("cloud-config")),
+            Ok(BootstrapFormat::CloudConfig)
+        );
+        assert_eq!(
+            BootstrapFormat::parse(Some(" cloud-config\n")),
+            Ok(BootstrapFormat::CloudConfig)
+        );
+        let e = BootstrapFormat::parse(Some("ignition")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config"
+        );
+        assert_eq!(e.reason(), "UnsupportedBootstrapFormat");
+        assert_eq!(
+            BootstrapFormat::parse(Some("Ignition"))
+                .unwrap_err()
+                .to_string(),
+            "bootstrap data format \"Ignition\" is unknown; supported formats: cloud-config"
+        );
+    }
+
+    #[test]
+    fn sentinel_content() {
+        assert!(sentinel_says_success("success"));
+        assert!(sentinel_says_success("success\n"));
+        assert!(!sentinel_says_success(""));
+        assert!(!sentinel_says_success("failure"));
+    }
+}
