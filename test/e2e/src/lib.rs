@@ -1,4 +1,30 @@
 //! End-to-end machinery for the Proxmox CAPI provider: clusterctl's template
-//! rules, the CAPI-core stand-in, scenarios, the demo and the benchmark.
+//! rules, the CAPI-core stand-in, the scenarios and the demo.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`clusterctl`] | clusterctl's template variable rules |
+//! | [`controller`] | the controller binary as a child process |
+//! | [`crds`] | minimal CRDs of the CAPI kinds the stand-in serves |
+//! | [`demo`] | `make demo` |
+//! | [`env`] | the environment: pve-sim + kube-sim + stand-in, or a real cluster |
+//! | [`error`] | the crate's error type |
+//! | [`observe`] | machine rows, VMs and ISOs of the simulated datacenters |
+//! | [`scenario`] | applying YAML, bounded waits, listing |
+//! | [`setup`] | CRDs and namespaces on an API server |
+//! | [`standin`] | the CAPI-core stand-in controllers, IPAM fulfilment, kubelets |
+//! | [`table`] | the demo's tables |
 
 pub mod clusterctl;
+pub mod controller;
+pub mod crds;
+pub mod demo;
+pub mod env;
+pub mod error;
+pub mod observe;
+pub mod scenario;
+pub mod setup;
+pub mod standin;
+pub mod table;
+
+pub use error::{E2eError, Result};

@@ -1,0 +1,249 @@
+//! `make demo`: three simulated Proxmox datacenters, an in-memory management
+//! cluster, the CAPI stand-in and the real controller binary; the
+//! multi-instance template rendered and applied, the workers scaled, a live
+//! table of the machines and the final distribution per datacenter.
+//!
+//! Time: the simulator keeps Proxmox's real proportions (a full clone 60 s,
+//! boot until the guest agent answers 100 s, start 3 s, ...) multiplied by
+//! the time scale; the default 0.1 runs the whole story in about a minute
+//! and a half.
+
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+use crate::env::{self, Env, EnvOptions};
+use crate::error::{E2eError, Result};
+use crate::observe::{self, MachineRow};
+use crate::{scenario, table};
+
+/// The demo's cluster name.
+pub const CLUSTER: &str = "demo";
+
+/// How the demo runs.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Leave everything running at the end and print a kubeconfig.
+    pub keep: bool,
+    /// The simulator's time scale (0.1: a 60 s clone takes 6 s).
+    pub time_scale: f64,
+    /// Workers per datacenter after the scale-up.
+    pub workers: i32,
+    /// kube-sim's port (0: any free port).
+    pub kube_port: u16,
+    /// The longest the whole story may take before the demo gives up.
+    pub timeout: Duration,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            keep: false,
+            time_scale: 0.1,
+            workers: 2,
+            kube_port: 0,
+            timeout: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// Writes to stdout; redraws the table in place on a terminal, else prints
+/// it again only when it changed.
+struct Screen {
+    tty: bool,
+    drawn_lines: usize,
+    last: String,
+    start: Instant,
+}
+
+impl Screen {
+    fn new() -> Screen {
+        Screen {
+            tty: std::io::stdout().is_terminal(),
+            drawn_lines: 0,
+            last: String::new(),
+            start: Instant::now(),
+        }
+    }
+
+    fn say(&mut self, text: &str) {
+        self.drawn_lines = 0;
+        self.last.clear();
+        println!("{text}");
+    }
+
+    fn draw(&mut self, body: &str) {
+        if body == self.last {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        if self.tty && self.drawn_lines > 0 {
+            // Cursor up to the start of the previous table, clear to the end.
+            let _ = write!(out, "\x1b[{}F\x1b[J", self.drawn_lines);
+        }
+        let stamped = format!("[{:6.1}s]\n{body}", self.start.elapsed().as_secs_f64());
+        let _ = write!(out, "{stamped}");
+        if !self.tty {
+            let _ = writeln!(out);
+        }
+        let _ = out.flush();
+        self.drawn_lines = stamped.lines().count();
+        self.last = body.to_string();
+    }
+}
+
+fn view(rows: &[MachineRow], env: &Env) -> String {
+    let vms = observe::vm_counts(&env.pve);
+    let isos = observe::iso_counts(&env.pve);
+    let dcs: Vec<String> = vms
+        .iter()
+        .map(|(dc, n)| format!("{dc}: {n} VMs, {} ISOs", isos.get(dc).copied().unwrap_or(0)))
+        .collect();
+    format!("{}\n{}", table::machines(rows), dcs.join(" | "))
+}
+
+/// Redraws the table until `done` holds.
+async fn watch(
+    env: &mut Env,
+    screen: &mut Screen,
+    what: &str,
+    deadline: Instant,
+    done: impl Fn(&[MachineRow], &Env) -> bool,
+) -> Result<Vec<MachineRow>> {
+    loop {
+        env.check_controller()?;
+        let rows = observe::machine_rows(&env.client, &env.namespace).await?;
+        screen.draw(&view(&rows, env));
+        if done(&rows, env) {
+            return Ok(rows);
+        }
+        if Instant::now() >= deadline {
+            return Err(E2eError::Timeout {
+                what: what.to_string(),
+                after: screen.start.elapsed(),
+                last_seen: format!(
+                    "{}\n--- controller log (last 40 lines) ---\n{}",
+                    observe::summary(&rows),
+                    env.controller_log_tail(40)
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Every machine running, none being deleted, and the seed ISOs cleaned up.
+fn running(rows: &[MachineRow], env: &Env, cp: usize, workers: usize) -> bool {
+    observe::iso_counts(&env.pve).values().all(|n| *n == 0)
+        && rows.iter().filter(|r| r.control_plane).count() == cp
+        && rows.iter().filter(|r| !r.control_plane).count() == workers
+        && rows
+            .iter()
+            .all(|r| r.phase == "Running" && r.provisioned && !r.deleting)
+}
+
+/// Runs the demo.
+///
+/// # Errors
+/// Any failure of the environment, the template, or a wait (with the
+/// controller's log tail).
+pub async fn run(opts: DemoOptions) -> Result<()> {
+    let mut screen = Screen::new();
+    let deadline = Instant::now() + opts.timeout;
+    screen.say(&format!(
+        "capmox demo: one Kubernetes cluster over three Proxmox VE datacenters (time scale {}: a 60 s clone takes {:.1} s)\n",
+        opts.time_scale,
+        60.0 * opts.time_scale
+    ));
+    let mut eo = EnvOptions::new("demo");
+    eo.time_scale = opts.time_scale;
+    eo.kube_port = opts.kube_port;
+    eo.wait_floor = opts.timeout;
+    eo.log_level = "info".into();
+    screen.say("starting pve-sim, kube-sim, the CAPI stand-in and capmox-controller (first run builds the controller)...");
+    let mut env = Env::start(eo).await?;
+    let mut lines = vec!["pve-sim datacenters:".to_string()];
+    for c in env.pve.clusters() {
+        let nodes: Vec<String> = c.nodes().iter().map(|n| n.name.clone()).collect();
+        let template = c
+            .config()
+            .templates
+            .first()
+            .map(|t| format!("template {} ({})", t.vmid, t.name))
+            .unwrap_or_default();
+        lines.push(format!(
+            "  {:5} {}  token {}  nodes {}  {template}",
+            c.name(),
+            c.url(),
+            c.token_id(),
+            nodes.join(",")
+        ));
+    }
+    lines.push(format!(
+        "kube-sim:         {}  (kubeconfig {})",
+        env.kube_url().unwrap_or_else(|| "(real cluster)".into()),
+        env.kubeconfig().display()
+    ));
+    lines.push(format!(
+        "controller log:   {}",
+        env.controller_log().display()
+    ));
+    screen.say(&lines.join("\n"));
+
+    let mut vars = env.multi_instance_vars(CLUSTER);
+    vars.insert("WORKER_MACHINE_COUNT".into(), "1".into());
+    let n = env
+        .apply_template(
+            "cluster-template-multi-instance.yaml",
+            env::MULTI_INSTANCE_TEMPLATE,
+            &vars,
+        )
+        .await?;
+    screen.start = Instant::now();
+    screen.say(&format!(
+        "\napplied cluster-template-multi-instance.yaml: {n} objects (cluster {CLUSTER}, 3 control-plane machines, one MachineDeployment per datacenter with 1 worker)\n"
+    ));
+    watch(
+        &mut env,
+        &mut screen,
+        "3 control-plane machines and 3 workers running",
+        deadline,
+        |r, env| running(r, env, 3, 3),
+    )
+    .await?;
+    screen.say(&format!(
+        "\nscaling every MachineDeployment to {} workers (spec.replicas, what kubectl scale sets)\n",
+        opts.workers
+    ));
+    for dc in ["dc-a", "dc-b", "dc-c"] {
+        scenario::scale_machine_deployment(
+            &env.client,
+            &env.namespace,
+            &format!("{CLUSTER}-md-{dc}"),
+            opts.workers,
+        )
+        .await?;
+    }
+    let workers = usize::try_from(opts.workers.max(0)).unwrap_or(0) * 3;
+    let rows = watch(
+        &mut env,
+        &mut screen,
+        "the scaled workers running",
+        deadline,
+        |r, env| running(r, env, 3, workers),
+    )
+    .await?;
+    screen.say(&format!(
+        "\nfinal distribution:\n{}",
+        table::distribution(&rows, &observe::vm_counts(&env.pve))
+    ));
+    if opts.keep {
+        let kc = env.kubeconfig().display().to_string();
+        screen.say(&format!(
+            "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns}\n  kubectl patch machinedeployment {CLUSTER}-md-dc-a -n {ns} --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'\nCtrl-C stops it (and removes the kubeconfig).",
+            ns = env.namespace
+        ));
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    env.shutdown().await;
+    Ok(())
+}
