@@ -3,9 +3,13 @@
 //! concurrency, scope, time scale) and the shutdown signal.
 //!
 //! Time: every controller-side duration is given unscaled in
-//! [`ControllerOptions`] and read through [`ControllerOptions::scaled`], which
-//! multiplies by `time_scale` (1.0 in production; tests and the benchmark use
-//! small factors to run the real proportions quickly).
+//! [`ControllerOptions`]. Durations that stand for simulated work or the
+//! controller's own pacing (requeues, probe period, backoff) are read through
+//! [`ControllerOptions::scaled`], which multiplies by `time_scale` (1.0 in
+//! production; tests and the benchmark use small factors to run the real
+//! proportions quickly). Timeouts of real requests — a Proxmox API call
+//! (`pve_call_timeout`) and an instance probe (`probe_timeout`) — are
+//! wall-clock limits and are never scaled.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -26,8 +30,8 @@ pub const WATCH_FILTER_LABEL: &str = "cluster.x-k8s.io/watch-filter";
 /// Field manager of every server-side apply this manager makes.
 pub const FIELD_MANAGER: &str = "capmox-controller";
 
-/// Options every controller reads. Durations are unscaled; use
-/// [`ControllerOptions::scaled`].
+/// Options every controller reads. Durations are unscaled; pacing durations
+/// are read through [`ControllerOptions::scaled`], request timeouts as they are.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ControllerOptions {
     /// Watch only this namespace (`None` = all namespaces).
@@ -36,18 +40,21 @@ pub struct ControllerOptions {
     pub watch_filter: Option<String>,
     /// Reconciles running at once per controller.
     pub concurrency: u16,
-    /// Multiplier applied to every duration below (1.0 = real time).
+    /// Multiplier applied to the durations below that pace the controller
+    /// (1.0 = real time); not to `probe_timeout` and `pve_call_timeout`.
     pub time_scale: f64,
     /// Requeue period of a healthy ProxmoxCluster (re-probe), default 60 s.
     pub probe_period: Duration,
     /// Requeue period while an instance is unhealthy (first retry; doubles
     /// per consecutive unhealthy probe up to `probe_period`), default 10 s.
     pub unhealthy_retry: Duration,
-    /// Per-instance probe timeout (all probe calls of one instance), default 10 s.
+    /// Per-instance probe timeout (all probe calls of one instance), default
+    /// 10 s. Wall-clock: not scaled by `time_scale`.
     pub probe_timeout: Duration,
     /// A probe result younger than this is reused instead of probing again, default 5 s.
     pub probe_cache_ttl: Duration,
     /// Default per-call timeout of every Proxmox client, default 60 s.
+    /// Wall-clock: not scaled by `time_scale`.
     pub pve_call_timeout: Duration,
     /// First retry delay after a failed reconcile, default 1 s (doubles per failure).
     pub backoff_base: Duration,
@@ -160,6 +167,8 @@ impl ShutdownHandle {
 impl Shared {
     /// Shared state with a client map built from `options` (default
     /// credentials, metrics observer, call timeout) and a shutdown handle.
+    /// The client map's call and identity timeouts are `pve_call_timeout`
+    /// and `probe_timeout` as given (wall-clock, not scaled).
     pub fn new(
         kube: kube::Client,
         options: ControllerOptions,
@@ -167,13 +176,7 @@ impl Shared {
         reporter: Reporter,
         default_credentials: Option<(String, String)>,
     ) -> (Shared, ShutdownHandle) {
-        let clients = ClientMap::new(ClientMapConfig {
-            call_timeout: options.scaled(options.pve_call_timeout),
-            identity_timeout: options.scaled(options.probe_timeout),
-            default_credentials,
-            observer: Some(metrics.observer()),
-            factory: None,
-        });
+        let clients = ClientMap::new(client_map_config(&options, &metrics, default_credentials));
         Shared::with_clients(kube, options, metrics, reporter, clients)
     }
 
@@ -244,6 +247,23 @@ impl Shared {
     }
 }
 
+/// The Proxmox client map's configuration: the call and identity timeouts
+/// are `pve_call_timeout` and `probe_timeout` as given — wall-clock limits on
+/// real requests, never multiplied by `time_scale`.
+fn client_map_config(
+    options: &ControllerOptions,
+    metrics: &Arc<Metrics>,
+    default_credentials: Option<(String, String)>,
+) -> ClientMapConfig {
+    ClientMapConfig {
+        call_timeout: options.pve_call_timeout,
+        identity_timeout: options.probe_timeout,
+        default_credentials,
+        observer: Some(metrics.observer()),
+        factory: None,
+    }
+}
+
 /// Label selector of the objects of one CAPI cluster
 /// (`cluster.x-k8s.io/cluster-name=<cluster>`).
 pub fn cluster_selector(cluster_name: &str) -> String {
@@ -279,5 +299,18 @@ mod tests {
         assert!(!o.passes_filter(&Default::default()));
         assert!(o.passes_filter(&[(WATCH_FILTER_LABEL.to_string(), "team-a".to_string())].into()));
         assert_eq!(cluster_selector("wl1"), "cluster.x-k8s.io/cluster-name=wl1");
+    }
+
+    #[test]
+    fn request_timeouts_are_not_scaled() {
+        let o = ControllerOptions {
+            time_scale: 0.005,
+            ..ControllerOptions::default()
+        };
+        let cfg = client_map_config(&o, &Arc::new(Metrics::new()), None);
+        assert_eq!(cfg.call_timeout, Duration::from_secs(60));
+        assert_eq!(cfg.identity_timeout, Duration::from_secs(10));
+        // pacing durations still shrink
+        assert_eq!(o.scaled(o.probe_period), Duration::from_millis(300));
     }
 }

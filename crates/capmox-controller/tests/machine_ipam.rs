@@ -138,6 +138,51 @@ async fn an_explicit_pool_reference_is_claimed_from() {
 }
 
 #[tokio::test]
+async fn a_slow_ipam_provider_is_waited_for_not_called_exhausted() {
+    let w = world().await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    // No provider serves this pool kind here: the claim never gets an address.
+    let spec = ProxmoxMachineSpec {
+        network: Some(NetworkSpec {
+            network_devices: vec![NetworkDevice {
+                name: "net0".into(),
+                ip_pool_ref: vec![IpPoolReference {
+                    api_group: "ipam.cluster.x-k8s.io".into(),
+                    kind: "GlobalInClusterIPPool".into(),
+                    name: "shared".into(),
+                }],
+                ..NetworkDevice::default()
+            }],
+        }),
+        ..ProxmoxMachineSpec::default()
+    };
+    w.machine("wl1", "m1", spec).await;
+    // Past the (scaled) patience the message says so; the reason stays a wait.
+    let m = w
+        .drive("m1", 100, |m| {
+            m.and_then(|m| condition(m, "IPAddressesClaimed"))
+                .is_some_and(|c| c.2.contains("is the IPAM provider running?"))
+                && vm_reason(m) == "WaitingForIPAddresses"
+        })
+        .await
+        .unwrap();
+    let c = condition(&m, "IPAddressesClaimed").unwrap();
+    assert_eq!(
+        (c.0.as_str(), c.1.as_str()),
+        ("False", "WaitingForIPAddresses")
+    );
+    assert!(
+        c.2.starts_with(
+            "waiting for addresses from GlobalInClusterIPPool shared: m1-net0-0: no address after "
+        ),
+        "names the pool, the claim and the wait: {}",
+        c.2
+    );
+    assert_eq!(vm_reason(Some(&m)), "WaitingForIPAddresses");
+    assert!(!c.2.contains("xhausted"), "{}", c.2);
+}
+
+#[tokio::test]
 async fn b15_exhaustion_waits_without_starting_then_recovers() {
     let w = world().await;
     let mut dc = instance("dc-a", 10);

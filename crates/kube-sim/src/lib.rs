@@ -2,10 +2,11 @@
 //! demos, served over HTTPS with a generated CA and bearer-token authentication.
 //!
 //! It serves any CRD (posted as a `CustomResourceDefinition` or loaded from files) and the
-//! built-in kinds the provider uses (Namespace, Secret, ConfigMap, Event in `v1` and
-//! `events.k8s.io/v1`, Lease), with kube-apiserver's semantics for CRUD, label and field
-//! selectors, pagination, watches with bookmarks and `410 Gone`, `resourceVersion`
-//! conflicts, the status subresource, JSON/merge/strategic-merge patches, server-side
+//! built-in kinds the provider and its end-to-end suite use (Namespace, Secret, ConfigMap,
+//! Event in `v1` and `events.k8s.io/v1`, Lease, Node), with kube-apiserver's semantics for
+//! CRUD, label and field selectors, pagination, watches with bookmarks and `410 Gone`,
+//! `resourceVersion` conflicts, the status subresource, the scale subresource of custom
+//! resources (`autoscaling/v1` `Scale`), JSON/merge/strategic-merge patches, server-side
 //! apply with managed fields, finalizers, owner-reference garbage collection, schema and
 //! CEL validation, discovery, OpenAPI v3 and Table output for `kubectl`.
 //!

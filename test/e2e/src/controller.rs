@@ -183,20 +183,20 @@ pub struct ControllerArgs {
     pub log_file: PathBuf,
     /// Log level / filter directives.
     pub log_level: String,
+    /// Further arguments, appended after the derived ones (a flag given
+    /// twice takes its last value).
+    pub extra: Vec<String>,
 }
 
 impl ControllerArgs {
-    /// The command-line arguments. Timeouts that protect against a slow
-    /// machine (one Proxmox call, one probe) are raised so that, scaled, they
-    /// stay at least 10 s and 3 s of real time.
+    /// The command-line arguments. Request timeouts (`--pve-timeout`,
+    /// `--probe-timeout`) keep the controller's defaults: they are wall-clock
+    /// limits the time scale does not shrink.
     pub fn to_args(&self) -> Vec<String> {
         let scale = if self.time_scale.is_finite() && self.time_scale > 0.0 {
             self.time_scale
         } else {
             1.0
-        };
-        let at_least = |unscaled: f64, real: f64| -> String {
-            format!("{}ms", ((real / scale).max(unscaled) * 1000.0).round())
         };
         let mut args = vec![
             "--kubeconfig".to_string(),
@@ -207,10 +207,6 @@ impl ControllerArgs {
             "127.0.0.1:0".into(),
             "--time-scale".into(),
             format!("{scale}"),
-            "--pve-timeout".into(),
-            at_least(60.0, 10.0),
-            "--probe-timeout".into(),
-            at_least(10.0, 3.0),
             "--log-level".into(),
             self.log_level.clone(),
         ];
@@ -218,6 +214,7 @@ impl ControllerArgs {
             args.push("--namespace".into());
             args.push(ns.clone());
         }
+        args.extend(self.extra.iter().cloned());
         args
     }
 }
@@ -368,24 +365,33 @@ mod tests {
     }
 
     #[test]
-    fn args_scale_and_keep_real_floors() {
+    fn args_pass_the_time_scale_and_leave_request_timeouts_alone() {
         let a = ControllerArgs {
             kubeconfig: PathBuf::from("/tmp/kc"),
             namespace: Some("ns".into()),
             time_scale: 0.005,
             log_file: PathBuf::from("/tmp/log"),
             log_level: "info".into(),
+            extra: vec!["--clone-concurrency".into(), "8".into()],
         };
         let args = a.to_args();
         let value = |flag: &str| args[args.iter().position(|x| x == flag).unwrap() + 1].clone();
         assert_eq!(value("--kubeconfig"), "/tmp/kc");
         assert_eq!(value("--time-scale"), "0.005");
-        // 10 s real / 0.005 = 2000 s unscaled.
-        assert_eq!(value("--pve-timeout"), "2000000ms");
-        // 3 s real / 0.005 = 600 s unscaled.
-        assert_eq!(value("--probe-timeout"), "600000ms");
+        // Request timeouts are wall-clock in the controller: no compensation.
+        assert!(
+            !args
+                .iter()
+                .any(|a| a == "--pve-timeout" || a == "--probe-timeout")
+        );
         assert_eq!(value("--namespace"), "ns");
         assert_eq!(value("--metrics-addr"), "127.0.0.1:0");
+        assert_eq!(value("--clone-concurrency"), "8");
+        assert_eq!(
+            args.last().map(String::as_str),
+            Some("8"),
+            "extra arguments come last"
+        );
         let real = ControllerArgs {
             time_scale: 1.0,
             namespace: None,
@@ -393,8 +399,8 @@ mod tests {
         };
         let args = real.to_args();
         assert_eq!(
-            args[args.iter().position(|x| x == "--pve-timeout").unwrap() + 1],
-            "60000ms"
+            args[args.iter().position(|x| x == "--time-scale").unwrap() + 1],
+            "1"
         );
         assert!(!args.contains(&"--namespace".to_string()));
     }

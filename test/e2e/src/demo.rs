@@ -211,7 +211,7 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     )
     .await?;
     screen.say(&format!(
-        "\nscaling every MachineDeployment to {} workers (spec.replicas, what kubectl scale sets)\n",
+        "\nscaling every MachineDeployment to {} workers (its scale subresource, as kubectl scale does)\n",
         opts.workers
     ));
     for dc in ["dc-a", "dc-b", "dc-c"] {
@@ -239,7 +239,7 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     if opts.keep {
         let kc = env.kubeconfig().display().to_string();
         screen.say(&format!(
-            "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns}\n  kubectl patch machinedeployment {CLUSTER}-md-dc-a -n {ns} --type merge -p '{{\"spec\":{{\"replicas\":3}}}}'\nCtrl-C stops it (and removes the kubeconfig).",
+            "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns}\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
             ns = env.namespace
         ));
         let _ = tokio::signal::ctrl_c().await;

@@ -62,6 +62,10 @@ pub struct EnvOptions {
     pub keep_workdir: bool,
     /// The kube-sim port (0: any free port).
     pub kube_port: u16,
+    /// Extra command-line arguments for the controller binary, appended
+    /// after the ones [`ControllerArgs::to_args`] derives (e.g.
+    /// `--clone-concurrency 8` in the benchmark).
+    pub controller_args: Vec<String>,
 }
 
 impl EnvOptions {
@@ -78,6 +82,7 @@ impl EnvOptions {
             wait_floor: Duration::from_secs(60),
             keep_workdir: false,
             kube_port: 0,
+            controller_args: Vec::new(),
         }
     }
 }
@@ -181,7 +186,7 @@ impl Env {
             let namespace = format!("e2e-{}", opts.name);
             setup::install_crds(&client, &crds::all(), crd_wait).await?;
             setup::install_crds(&client, &setup::provider_crds()?, crd_wait).await?;
-            let nodes = Arc::new(WorkloadNodes::detect(client.clone()).await?);
+            let nodes = Arc::new(WorkloadNodes::new(client.clone()));
             let poll = Duration::from_secs_f64((opts.time_scale * 20.0).clamp(0.1, 0.5));
             let standin = StandIn::start(
                 client.clone(),
@@ -301,9 +306,16 @@ impl Env {
             time_scale: self.opts.time_scale,
             log_file: self.controller_log(),
             log_level: self.opts.log_level.clone(),
+            extra: self.opts.controller_args.clone(),
         };
         self.controller = Some(ControllerProcess::start(args).await?);
         Ok(())
+    }
+
+    /// The process id of the running controller (`None` when it is not
+    /// running).
+    pub fn controller_pid(&self) -> Option<u32> {
+        self.controller.as_ref().and_then(ControllerProcess::pid)
     }
 
     /// Kills the controller with SIGKILL (a crash) and waits until it is gone.

@@ -191,7 +191,9 @@ pub async fn list(
     Ok(api.list(&ListParams::default()).await?.items)
 }
 
-/// Sets `spec.replicas` of a MachineDeployment (what `kubectl scale` asks for).
+/// Scales a MachineDeployment to `replicas` the way `kubectl scale
+/// machinedeployment` does: a merge patch of its `autoscaling/v1` `Scale`
+/// (the `/scale` subresource, `spec.replicas` through `specReplicasPath`).
 ///
 /// # Errors
 /// [`E2eError::Kube`].
@@ -202,13 +204,11 @@ pub async fn scale_machine_deployment(
     replicas: i32,
 ) -> Result<()> {
     let api: Api<crate::crds::MachineDeployment> = Api::namespaced(client.clone(), namespace);
-    let body = serde_json::json!({"spec": {"replicas": replicas}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-        .await?;
-    Ok(())
+    scale(&api, name, replicas).await
 }
 
-/// Sets `spec.replicas` of a KubeadmControlPlane.
+/// Scales a KubeadmControlPlane to `replicas` through its `/scale`
+/// subresource, as `kubectl scale kubeadmcontrolplane` does.
 ///
 /// # Errors
 /// [`E2eError::Kube`].
@@ -219,9 +219,21 @@ pub async fn scale_control_plane(
     replicas: i32,
 ) -> Result<()> {
     let api: Api<crate::crds::KubeadmControlPlane> = Api::namespaced(client.clone(), namespace);
+    scale(&api, name, replicas).await
+}
+
+/// `kubectl scale`'s request: a merge patch `{"spec":{"replicas":N}}` of the
+/// object's `Scale` (field manager [`FIELD_MANAGER`]).
+async fn scale<K>(api: &Api<K>, name: &str, replicas: i32) -> Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned,
+{
     let body = serde_json::json!({"spec": {"replicas": replicas}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&body))
-        .await?;
+    let pp = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    api.patch_scale(name, &pp, &Patch::Merge(&body)).await?;
     Ok(())
 }
 

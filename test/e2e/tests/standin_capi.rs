@@ -259,7 +259,7 @@ async fn flow(
         .await
         .unwrap();
     setup::ensure_namespace(&client, NS).await.unwrap();
-    let nodes = Arc::new(WorkloadNodes::in_memory());
+    let nodes = Arc::new(WorkloadNodes::new(client.clone()));
     let standin = StandIn::start(
         client.clone(),
         nodes.clone(),

@@ -49,7 +49,7 @@ async fn world_with(
     setup::ensure_namespace(&client, NS).await.unwrap();
     let standin = StandIn::start(
         client.clone(),
-        Arc::new(WorkloadNodes::in_memory()),
+        Arc::new(WorkloadNodes::new(client.clone())),
         StandInOptions {
             namespace: Some(NS.into()),
             resync: Duration::from_millis(300),

@@ -413,7 +413,8 @@ async fn probe_instances(
 ) -> Result<(BTreeMap<String, ProbeResult>, Instant), Error> {
     let shared = &ctx.shared;
     let o = &shared.options;
-    let timeout = o.scaled(o.probe_timeout);
+    // A wall-clock limit on real requests: not scaled by --time-scale.
+    let timeout = o.probe_timeout;
     let schedule = ctx.schedule();
     let ns = pc.namespace().unwrap_or_default();
     let name = pc.name_any();

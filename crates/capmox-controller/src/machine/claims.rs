@@ -18,6 +18,11 @@
 //! `ipPoolRef` (its family is only known once the address is there). Names
 //! longer than 253 characters are cut and suffixed with a hash.
 //!
+//! A claim without an address is reported exhausted only when the claim
+//! itself says so (its condition reason `PoolExhausted`, or the IPAM
+//! provider's message saying "exhausted"); otherwise the machine waits,
+//! naming the pool and how long the claim has waited.
+//!
 //! Claims are released only after the VM is gone (field case B18).
 
 use std::collections::BTreeMap;
@@ -206,21 +211,42 @@ pub fn plan(
 pub enum ClaimState {
     /// The claim object does not exist.
     Missing,
-    /// It exists without an address; `exhausted` when its pool says so or
-    /// it waited longer than the patience; `message` from its conditions.
+    /// It exists without an address.
     Waiting {
-        /// Pool exhausted (or waited too long).
+        /// The claim itself says its pool is exhausted (a condition with
+        /// reason `PoolExhausted`, CAPI's `ipamv1.PoolExhaustedReason`, or
+        /// the IPAM provider's message saying "exhausted"). Never inferred
+        /// from how long the claim waited.
         exhausted: bool,
-        /// What the claim's conditions say.
+        /// For an exhausted pool the claim's own `reason: message`; else
+        /// how long the claim has waited for an address, plus what its
+        /// conditions say.
         message: String,
     },
     /// It has its address.
     Bound(ClaimedAddress),
 }
 
+/// A wait for humans: `0.3s` under 10 s, `42s` under 2 min, `3m05s`, `1h02m`.
+pub fn waited(d: Duration) -> String {
+    let secs = d.as_secs();
+    if d < Duration::from_secs(10) {
+        format!("{:.1}s", d.as_secs_f64())
+    } else if secs < 120 {
+        format!("{secs}s")
+    } else if secs < 3600 {
+        format!("{}m{:02}s", secs / 60, secs % 60)
+    } else {
+        format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60)
+    }
+}
+
 /// The state of one claim from the claim object, its `IPAddress` and the
-/// time (pure: `now` injected). A claim without an address for longer than
-/// `patience` counts as exhausted (field case B15: "no address for long").
+/// time (pure: `now` injected). A claim without an address is exhausted
+/// only when it says so; otherwise its message tells how long it has
+/// waited since its creation, and once that is longer than `patience` (how
+/// long an IPAM provider usually takes) it says so too — field case B15
+/// ("no address for long") is reported, not reinterpreted as a full pool.
 pub fn claim_state(
     net: &str,
     claim: Option<&IPAddressClaim>,
@@ -251,9 +277,22 @@ pub fn claim_state(
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or(&[]);
-    let exhausted_cond = conditions.iter().find(|c| {
-        c.reason.contains("Exhausted") || c.message.to_ascii_lowercase().contains("exhausted")
-    });
+    let said = |c: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition| {
+        if c.message.is_empty() {
+            c.reason.clone()
+        } else {
+            format!("{}: {}", c.reason, c.message)
+        }
+    };
+    if let Some(c) = conditions.iter().find(|c| {
+        c.status != "True"
+            && (c.reason == "PoolExhausted" || c.message.to_ascii_lowercase().contains("exhausted"))
+    }) {
+        return ClaimState::Waiting {
+            exhausted: true,
+            message: said(c),
+        };
+    }
     let age = claim
         .metadata
         .creation_timestamp
@@ -261,29 +300,22 @@ pub fn claim_state(
         .map(|t| now.duration_since(t.0))
         .and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default();
-    let message = exhausted_cond
-        .map(|c| {
-            if c.message.is_empty() {
-                c.reason.clone()
-            } else {
-                format!("{}: {}", c.reason, c.message)
-            }
-        })
-        .or_else(|| {
-            conditions
-                .iter()
-                .find(|c| c.status == "False" && !c.message.is_empty())
-                .map(|c| c.message.clone())
-        })
-        .unwrap_or_default();
-    let waited_long = age > patience;
+    let mut message = format!("no address after {}", waited(age));
+    if let Some(c) = conditions
+        .iter()
+        .find(|c| c.status == "False" && !(c.reason.is_empty() && c.message.is_empty()))
+    {
+        message.push_str(&format!(" ({})", said(c)));
+    }
+    if age > patience {
+        message.push_str(&format!(
+            "; longer than the usual {}: is the IPAM provider running?",
+            waited(patience)
+        ));
+    }
     ClaimState::Waiting {
-        exhausted: exhausted_cond.is_some() || waited_long,
-        message: if message.is_empty() && waited_long {
-            format!("no address after {}s", age.as_secs())
-        } else {
-            message
-        },
+        exhausted: false,
+        message,
     }
 }
 
@@ -654,14 +686,31 @@ mod tests {
             claim_state("net0", Some(&claim(990, vec![])), None, now, patience),
             ClaimState::Waiting {
                 exhausted: false,
-                message: String::new()
+                message: "no address after 10s".into()
             }
         );
+        // Waiting long is said, but it is not exhaustion.
         assert_eq!(
-            claim_state("net0", Some(&claim(900, vec![])), None, now, patience),
+            claim_state("net0", Some(&claim(800, vec![])), None, now, patience),
             ClaimState::Waiting {
-                exhausted: true,
-                message: "no address after 100s".into()
+                exhausted: false,
+                message: "no address after 3m20s; longer than the usual 60s: is the IPAM provider running?"
+                    .into()
+            }
+        );
+        let failed = Condition {
+            type_: "Ready".into(),
+            status: "False".into(),
+            reason: "AllocationFailed".into(),
+            message: "pool p not found".into(),
+            last_transition_time: Time(now),
+            observed_generation: None,
+        };
+        assert_eq!(
+            claim_state("net0", Some(&claim(998, vec![failed])), None, now, patience),
+            ClaimState::Waiting {
+                exhausted: false,
+                message: "no address after 2.0s (AllocationFailed: pool p not found)".into()
             }
         );
         let exhausted = Condition {
@@ -713,6 +762,14 @@ mod tests {
                 gateway: Some("10.0.0.1".parse().unwrap()),
             })
         );
+    }
+
+    #[test]
+    fn waits_read_like_a_human_wrote_them() {
+        assert_eq!(waited(Duration::from_millis(300)), "0.3s");
+        assert_eq!(waited(Duration::from_secs(42)), "42s");
+        assert_eq!(waited(Duration::from_secs(185)), "3m05s");
+        assert_eq!(waited(Duration::from_secs(3720)), "1h02m");
     }
 
     #[test]

@@ -80,8 +80,10 @@ pub struct Flags {
     #[arg(long, env = "CAPMOX_DEFAULT_CREDENTIALS_SECRET")]
     pub default_credentials_secret: Option<String>,
 
-    /// TESTS AND BENCHMARKS ONLY: multiply every controller-side duration
-    /// (probe period and timeout, requeue delays, backoff) by this factor.
+    /// TESTS AND BENCHMARKS ONLY: multiply the controller's pacing durations
+    /// (probe period, requeue and poll delays, backoff, expected task and boot
+    /// times) by this factor. Timeouts of real requests (`--pve-timeout`,
+    /// `--probe-timeout`) are wall-clock limits and are not scaled.
     #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0)]
     pub time_scale: f64,
 
@@ -93,11 +95,13 @@ pub struct Flags {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub probe_retry: Duration,
 
-    /// Per-instance probe timeout.
+    /// Per-instance probe timeout (all probe calls of one instance; wall-clock,
+    /// not scaled by `--time-scale`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub probe_timeout: Duration,
 
-    /// Default timeout of one Proxmox API call.
+    /// Default timeout of one Proxmox API call (wall-clock, not scaled by
+    /// `--time-scale`).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     pub pve_timeout: Duration,
 
@@ -171,6 +175,8 @@ mod tests {
         assert_eq!(o.namespace, None);
         assert_eq!(o.concurrency, 10);
         assert_eq!(o.probe_period, Duration::from_secs(60));
+        assert_eq!(o.probe_timeout, Duration::from_secs(10));
+        assert_eq!(o.pve_call_timeout, Duration::from_secs(60));
         assert_eq!(f.machine_options().clone_concurrency, 4);
 
         let f = Flags::try_parse_from([

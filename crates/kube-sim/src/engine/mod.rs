@@ -1,6 +1,6 @@
 //! The API semantics, independent of HTTP: create, get, list, update, patch, apply,
 //! delete and watch subscription on resource types, with kube-apiserver's rules for
-//! names, namespaces, `resourceVersion` preconditions, the status subresource,
+//! names, namespaces, `resourceVersion` preconditions, the status and scale subresources,
 //! `generation`, managed fields, finalizers and validation.
 //!
 //! Writes follow kube-apiserver's `GuaranteedUpdate`: read the current object under the
@@ -9,6 +9,7 @@
 
 mod delete;
 mod read;
+mod scale;
 mod write;
 
 pub use delete::{DeleteOptions, DeleteOutcome, Propagation};

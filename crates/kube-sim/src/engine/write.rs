@@ -33,13 +33,18 @@ pub enum Subresource {
     Main,
     /// `/status`.
     Status,
+    /// `/scale` (custom resources with `subresources.scale`): the request carries an
+    /// `autoscaling/v1` `Scale`; the write changes only the spec replicas path.
+    Scale,
 }
 
 impl Subresource {
-    fn name(self) -> &'static str {
+    /// The `subresource` of managed-fields entries ("" for the main resource).
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Subresource::Main => "",
             Subresource::Status => "status",
+            Subresource::Scale => "scale",
         }
     }
 }
@@ -87,8 +92,8 @@ enum Managed {
 fn scope_of(v: &Version, sub: Subresource) -> Scope {
     match sub {
         Subresource::Status => Scope::OnlyStatus,
-        Subresource::Main if v.status_subresource => Scope::NotStatus,
-        Subresource::Main => Scope::All,
+        Subresource::Main | Subresource::Scale if v.status_subresource => Scope::NotStatus,
+        Subresource::Main | Subresource::Scale => Scope::All,
     }
 }
 
@@ -404,6 +409,9 @@ fn validate_object(
             }
         }
     }
+    if let Some(scale) = &v.scale {
+        causes.extend(super::scale::validate(obj, scale));
+    }
     if causes.is_empty()
         && let Some(cel) = &v.cel
     {
@@ -520,7 +528,7 @@ enum Commit {
     Retry,
 }
 
-fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
+pub(super) fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
     }
@@ -551,7 +559,10 @@ impl Engine {
         let (mut obj, warnings) = decode(&v, body, opts, true)?;
         let now = now_rfc3339();
         init_meta(&t.rt, &mut obj, &now)?;
+        // kube-apiserver resets `status` on create for kinds with the subresource, except
+        // Node (kubelet registers its Node with a status; `nodeStrategy` keeps it).
         if v.status_subresource
+            && t.rt.builtin != Some(Builtin::Node)
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");
@@ -656,7 +667,7 @@ impl Engine {
                 };
                 n
             }
-            Subresource::Main => {
+            Subresource::Main | Subresource::Scale => {
                 let mut n = candidate.clone();
                 if v.status_subresource {
                     let o = json::ensure_object(&mut n);
@@ -866,6 +877,44 @@ impl Engine {
         }
     }
 
+    /// A read-modify-write of an existing object through `sub` (the `/scale` writes):
+    /// `change` turns the current object (served form) into the candidate; a non-empty
+    /// `metadata.resourceVersion` in the candidate is a precondition (`409`). Recomputed
+    /// when the object changed meanwhile. The managed-fields entry is an `Update` by the
+    /// request's manager with `sub`'s subresource name.
+    pub(crate) fn update_with(
+        &self,
+        t: &Target,
+        name: &str,
+        sub: Subresource,
+        opts: &WriteOptions,
+        mut change: impl FnMut(&Value) -> Result<Value, ApiError>,
+    ) -> Result<Written, ApiError> {
+        let v = t.version_def()?.clone();
+        loop {
+            let cur = self.current(t, name).ok_or_else(|| t.not_found(name))?;
+            let cur_view = to_view(&t.rt, &t.version, &cur);
+            let candidate = change(&cur_view)?;
+            let rv = json::resource_version(&candidate).to_string();
+            Self::check_preconditions(t, &cur_view, &rv, "", name)?;
+            let now = now_rfc3339();
+            let prepared = self.prepare_update(
+                t,
+                &v,
+                &cur_view,
+                &candidate,
+                sub,
+                Managed::Update(opts.manager()),
+                &now,
+            )?;
+            if let Commit::Done(w) =
+                self.commit_update(t, name, &cur_view, prepared, opts.dry_run, &[])?
+            {
+                return Ok(w);
+            }
+        }
+    }
+
     /// Patches an object (`PATCH`, also on `/status`): JSON patch, merge patch, strategic
     /// merge patch (built-in kinds; `415` for custom resources) or server-side apply.
     pub fn patch(
@@ -961,9 +1010,24 @@ impl Engine {
                 ));
             }
         };
-        let v = t.version_def()?.clone();
-        let mut config = parse_apply_body(body)?;
+        let config = parse_apply_body(body)?;
         check_type_meta(t, &config)?;
+        self.apply_config(t, name, config, sub, &manager, opts)
+    }
+
+    /// Server-side apply of a parsed configuration of `t`'s kind (for `/scale`, the
+    /// `Scale` already turned into the custom resource's replicas path).
+    pub(crate) fn apply_config(
+        &self,
+        t: &Target,
+        name: &str,
+        mut config: Value,
+        sub: Subresource,
+        manager: &str,
+        opts: &WriteOptions,
+    ) -> Result<Written, ApiError> {
+        let manager = manager.to_string();
+        let v = t.version_def()?.clone();
         let cfg_name = json::name(&config).to_string();
         if !cfg_name.is_empty() && cfg_name != name {
             return Err(ApiError::bad_request(format!(
@@ -985,12 +1049,12 @@ impl Engine {
                     });
                 }
             }
-            Subresource::Main if v.status_subresource => {
+            Subresource::Main | Subresource::Scale if v.status_subresource => {
                 if let Some(m) = config.as_object_mut() {
                     m.remove("status");
                 }
             }
-            Subresource::Main => {}
+            Subresource::Main | Subresource::Scale => {}
         }
         let cfg_rv = json::resource_version(&config).to_string();
         let cfg_uid = json::uid(&config).to_string();
@@ -999,7 +1063,7 @@ impl Engine {
         loop {
             let now = now_rfc3339();
             let Some(cur) = self.current(t, name) else {
-                if sub == Subresource::Status {
+                if sub != Subresource::Main {
                     return Err(t.not_found(name));
                 }
                 if !cfg_rv.is_empty() {

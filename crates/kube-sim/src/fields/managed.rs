@@ -251,41 +251,105 @@ pub struct ApplyRequest<'a> {
     pub now: &'a str,
 }
 
-/// A refused apply: conflicts with other managers.
+/// One field another manager owns that an apply would change.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Conflicts {
-    /// `(manager, apiVersion, path)` triples, in path order.
-    pub items: Vec<(String, String, String)>,
+pub struct Conflict {
+    /// The other manager's name.
+    pub manager: String,
+    /// Its operation.
+    pub operation: Operation,
+    /// Its subresource ("" for the main resource).
+    pub subresource: String,
+    /// Its `apiVersion` (shown for `Update` managers only).
+    pub api_version: String,
+    /// The field path (`.spec.replicas`).
+    pub path: String,
 }
 
-impl Conflicts {
-    /// kube-apiserver's message: `Apply failed with 1 conflict: conflict with "m" using
-    /// v1: .spec.replicas` (several: one line per conflict).
-    pub fn message(&self) -> String {
-        let n = self.items.len();
-        if n == 1 {
-            let (m, v, p) = &self.items[0];
-            return format!("Apply failed with 1 conflict: conflict with \"{m}\" using {v}: {p}");
+impl Conflict {
+    /// kube-apiserver's `printManager`: `"m"`, plus ` with subresource "s"`, plus
+    /// ` using <apiVersion>` for `Update` managers (manager identifiers carry no time).
+    fn manager_text(&self) -> String {
+        let mut out = format!("{:?}", self.manager);
+        if !self.subresource.is_empty() {
+            out.push_str(&format!(" with subresource {:?}", self.subresource));
         }
-        let mut out = format!("Apply failed with {n} conflicts: ");
-        let lines: Vec<String> = self
-            .items
-            .iter()
-            .map(|(m, v, p)| format!("conflict with \"{m}\" using {v}: {p}"))
-            .collect();
-        out.push_str(&lines.join("\n"));
+        if self.operation == Operation::Update {
+            out.push_str(&format!(" using {}", self.api_version));
+        }
         out
     }
 
-    /// `details.causes` entries (`FieldManagerConflict`).
+    /// The manager identifier as `BuildManagerIdentifier` encodes it (JSON of the
+    /// entry without fields and time; no `apiVersion` for appliers): the sort key of
+    /// managers in messages.
+    fn identifier(&self) -> String {
+        let mut m = Map::new();
+        m.insert("manager".into(), Value::String(self.manager.clone()));
+        m.insert(
+            "operation".into(),
+            Value::String(self.operation.as_str().into()),
+        );
+        if self.operation == Operation::Update && !self.api_version.is_empty() {
+            m.insert("apiVersion".into(), Value::String(self.api_version.clone()));
+        }
+        if !self.subresource.is_empty() {
+            m.insert(
+                "subresource".into(),
+                Value::String(self.subresource.clone()),
+            );
+        }
+        Value::Object(m).to_string()
+    }
+}
+
+/// A refused apply: conflicts with other managers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflicts {
+    /// The conflicts, in path order.
+    pub items: Vec<Conflict>,
+}
+
+impl Conflicts {
+    /// kube-apiserver's message (`getConflictMessage`): `Apply failed with 1 conflict:
+    /// conflict with "m" using v1: .spec.replicas`; with several, per manager (sorted by
+    /// identifier) a `conflicts with "m":` line followed by `- <path>` lines.
+    pub fn message(&self) -> String {
+        let n = self.items.len();
+        if n == 1 {
+            let c = &self.items[0];
+            return format!(
+                "Apply failed with 1 conflict: conflict with {}: {}",
+                c.manager_text(),
+                c.path
+            );
+        }
+        let mut by_manager: std::collections::BTreeMap<String, (String, Vec<&str>)> =
+            std::collections::BTreeMap::new();
+        for c in &self.items {
+            by_manager
+                .entry(c.identifier())
+                .or_insert_with(|| (c.manager_text(), Vec::new()))
+                .1
+                .push(&c.path);
+        }
+        let mut lines = Vec::new();
+        for (text, paths) in by_manager.values() {
+            lines.push(format!("conflicts with {text}:"));
+            lines.extend(paths.iter().map(|p| format!("- {p}")));
+        }
+        format!("Apply failed with {n} conflicts: {}", lines.join("\n"))
+    }
+
+    /// `details.causes` entries (`FieldManagerConflict`, `conflict with <manager>`).
     pub fn causes(&self) -> Vec<Cause> {
         self.items
             .iter()
-            .map(|(m, v, p)| {
+            .map(|c| {
                 Cause::new(
                     "FieldManagerConflict",
-                    p.clone(),
-                    format!("conflict with \"{m}\" using {v}"),
+                    c.path.clone(),
+                    format!("conflict with {}", c.manager_text()),
                 )
             })
             .collect()
@@ -336,11 +400,17 @@ pub fn apply(req: ApplyRequest<'_>) -> Result<(Value, Vec<Entry>), Conflicts> {
     for e in entries.iter().filter(|e| !mine(e)) {
         let clash = e.fields.intersection(&changed);
         for p in clash.paths() {
-            conflicts.push((e.manager.clone(), e.api_version.clone(), display_path(&p)));
+            conflicts.push(Conflict {
+                manager: e.manager.clone(),
+                operation: e.operation,
+                subresource: e.subresource.clone(),
+                api_version: e.api_version.clone(),
+                path: display_path(&p),
+            });
         }
     }
     if !conflicts.is_empty() && !req.force {
-        conflicts.sort_by(|a, b| a.2.cmp(&b.2).then(a.0.cmp(&b.0)));
+        conflicts.sort_by(|a, b| a.path.cmp(&b.path).then(a.manager.cmp(&b.manager)));
         return Err(Conflicts { items: conflicts });
     }
     for e in entries.iter_mut() {
@@ -421,7 +491,7 @@ mod tests {
             apply(req(Some(&obj), &cfg_c, entries.clone(), "bob", false)).expect_err("conflict");
         assert_eq!(
             err.message(),
-            "Apply failed with 1 conflict: conflict with \"alice\" using example.com/v1: .spec.b"
+            "Apply failed with 1 conflict: conflict with \"alice\": .spec.b"
         );
 
         // with force bob takes b
@@ -465,5 +535,35 @@ mod tests {
             json!({"f:spec": {"f:a": {}, "f:c": {}}})
         );
         assert_eq!(ctl.operation, Operation::Update);
+    }
+
+    #[test]
+    fn conflict_messages_follow_print_manager() {
+        let c = |manager: &str, operation, subresource: &str, path: &str| Conflict {
+            manager: manager.into(),
+            operation,
+            subresource: subresource.into(),
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            path: path.into(),
+        };
+        let one = Conflicts {
+            items: vec![c("kubectl", Operation::Update, "scale", ".spec.replicas")],
+        };
+        assert_eq!(
+            one.message(),
+            "Apply failed with 1 conflict: conflict with \"kubectl\" with subresource \"scale\" using cluster.x-k8s.io/v1beta2: .spec.replicas"
+        );
+        let many = Conflicts {
+            items: vec![
+                c("zed", Operation::Apply, "", ".spec.a"),
+                c("ctl", Operation::Update, "", ".spec.b"),
+                c("zed", Operation::Apply, "", ".spec.c"),
+            ],
+        };
+        assert_eq!(
+            many.message(),
+            "Apply failed with 3 conflicts: conflicts with \"ctl\" using cluster.x-k8s.io/v1beta2:\n- .spec.b\nconflicts with \"zed\":\n- .spec.a\n- .spec.c"
+        );
+        assert_eq!(many.causes()[0].message, "conflict with \"zed\"");
     }
 }

@@ -85,6 +85,18 @@ fn resource_entries(rt: &ResourceType, version: &str) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if v.scale.is_some() {
+        // client-go's scale client reads the Scale's group and version from here
+        out.push(json!({
+            "name": format!("{}/scale", rt.plural),
+            "singularName": "",
+            "namespaced": rt.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
     out
 }
 
@@ -131,7 +143,7 @@ mod tests {
     use crate::resource::builtin;
 
     #[test]
-    fn core_resource_list_has_namespaces_with_status() {
+    fn core_resource_list_has_namespaces_and_nodes_with_status() {
         let mut reg = Registry::default();
         for rt in builtin::all() {
             reg.insert(rt);
@@ -150,6 +162,8 @@ mod tests {
                 "events",
                 "namespaces",
                 "namespaces/status",
+                "nodes",
+                "nodes/status",
                 "secrets"
             ]
         );

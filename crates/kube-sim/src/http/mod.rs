@@ -7,6 +7,7 @@ pub mod openapi;
 pub mod path;
 pub mod query;
 pub mod resource;
+pub mod scale;
 pub mod table;
 pub mod watch;
 

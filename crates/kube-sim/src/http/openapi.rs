@@ -50,6 +50,30 @@ fn op(action: &str, gvk: &Value, def_ref: &str, params: Vec<Value>) -> Value {
     o
 }
 
+/// The definition name of `autoscaling/v1` `Scale` (the `/scale` subresource's body).
+const SCALE_DEFINITION: &str = "io.k8s.api.autoscaling.v1.Scale";
+
+/// `autoscaling/v1` `Scale`, as in the Kubernetes 1.33 OpenAPI.
+fn scale_schema() -> Value {
+    json!({
+        "type": "object",
+        "description": "Scale represents a scaling request for a resource.",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": {"type": "object", "properties": {
+                "replicas": {"type": "integer", "format": "int32"}
+            }},
+            "status": {"type": "object", "required": ["replicas"], "properties": {
+                "replicas": {"type": "integer", "format": "int32"},
+                "selector": {"type": "string"}
+            }}
+        },
+        "x-kubernetes-group-version-kind": [{"group": "autoscaling", "kind": "Scale", "version": "v1"}]
+    })
+}
+
 /// The document of one group-version; `None` when nothing is served there.
 pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
     let mut paths = Map::new();
@@ -118,7 +142,20 @@ pub fn document(reg: &Registry, group: &str, version: &str) -> Option<Value> {
                 json!({
                     "get": op("get", &gvk, &def_ref, vec![]),
                     "put": op("put", &gvk, &def_ref, write_params()),
-                    "patch": op("patch", &gvk, &def_ref, patch_params),
+                    "patch": op("patch", &gvk, &def_ref, patch_params.clone()),
+                }),
+            );
+        }
+        if v.scale.is_some() {
+            let scale_gvk = json!({"group": "autoscaling", "version": "v1", "kind": "Scale"});
+            let scale_ref = format!("#/components/schemas/{SCALE_DEFINITION}");
+            schemas.insert(SCALE_DEFINITION.into(), scale_schema());
+            paths.insert(
+                format!("{scope}/{{name}}/scale"),
+                json!({
+                    "get": op("get", &scale_gvk, &scale_ref, vec![]),
+                    "put": op("put", &scale_gvk, &scale_ref, write_params()),
+                    "patch": op("patch", &scale_gvk, &scale_ref, patch_params),
                 }),
             );
         }

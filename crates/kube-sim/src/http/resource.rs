@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+pub(super) fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -41,7 +41,7 @@ fn list_options(q: &Query) -> Result<ListOptions, ApiError> {
     })
 }
 
-fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
+pub(super) fn write_options(q: &Query, headers: &HeaderMap) -> Result<WriteOptions, ApiError> {
     let dry_run = match q.get("dryRun") {
         None | Some("") => false,
         Some("All") => true,
@@ -129,7 +129,7 @@ fn delete_options(q: &Query, body: &[u8]) -> Result<DeleteOptions, ApiError> {
     Ok(o)
 }
 
-fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
+pub(super) fn parse_body(headers: &HeaderMap, body: &[u8]) -> Result<Value, ApiError> {
     let ct = header_str(headers, header::CONTENT_TYPE).unwrap_or("application/json");
     let media = ct.split(';').next().unwrap_or("").trim();
     match media {
@@ -221,9 +221,14 @@ pub fn handle(
     let sub = match p.sub.as_deref() {
         None => Subresource::Main,
         Some("status") if v.status_subresource => Subresource::Status,
+        Some("scale") if v.scale.is_some() => Subresource::Scale,
         Some(_) => return Err(not_found()),
     };
     let output = negotiate(header_str(headers, header::ACCEPT))?;
+    if sub == Subresource::Scale {
+        let name = p.name.as_deref().ok_or_else(not_found)?;
+        return super::scale::handle(&app.engine, method, &t, name, q, headers, body);
+    }
     let include = IncludeObject::parse(q.get("includeObject"));
     let engine = &app.engine;
     match (method.clone(), p.name.as_deref()) {

@@ -96,6 +96,26 @@ fn cell(col: &PrinterColumn, obj: &Value) -> Value {
             });
             json!(t.map(age).unwrap_or_else(|| "<unknown>".into()))
         }
+        ColumnSource::TextOr(p, missing) => {
+            let found = JsonPath::parse(p)
+                .and_then(|path| path.find(obj).first().map(|v| go_print(v)))
+                .filter(|s| !s.is_empty());
+            json!(found.unwrap_or_else(|| missing.clone()))
+        }
+        ColumnSource::NodeStatus => json!(node_status(obj)),
+        ColumnSource::NodeRoles => json!(node_roles(obj)),
+        ColumnSource::NodeAddress(kind) => {
+            let found = obj
+                .pointer("/status/addresses")
+                .and_then(Value::as_array)
+                .and_then(|a| {
+                    a.iter()
+                        .find(|x| x.get("type").and_then(Value::as_str) == Some(kind.as_str()))
+                })
+                .and_then(|x| x.get("address"))
+                .and_then(Value::as_str);
+            json!(found.unwrap_or("<none>"))
+        }
         ColumnSource::Raw(p) => JsonPath::parse(p)
             .and_then(|path| path.find(obj).first().map(|v| (*v).clone()))
             .unwrap_or(Value::Null),
@@ -116,6 +136,51 @@ fn cell(col: &PrinterColumn, obj: &Value) -> Value {
                 _ => json!(go_print(v)),
             }
         }
+    }
+}
+
+/// kube-apiserver's node `STATUS` (`printNode`): the `Ready` condition as `Ready` or
+/// `NotReady`, `Unknown` without it, then `SchedulingDisabled` when unschedulable.
+fn node_status(obj: &Value) -> String {
+    let ready = obj
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|a| {
+            a.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        });
+    let mut parts = vec![match ready {
+        Some(c) if c.get("status").and_then(Value::as_str) == Some("True") => "Ready",
+        Some(_) => "NotReady",
+        None => "Unknown",
+    }];
+    if obj.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true) {
+        parts.push("SchedulingDisabled");
+    }
+    parts.join(",")
+}
+
+/// kube-apiserver's node `ROLES` (`findNodeRoles`): `node-role.kubernetes.io/<role>`
+/// label suffixes and the `kubernetes.io/role` value, sorted, comma-joined.
+fn node_roles(obj: &Value) -> String {
+    let mut roles = std::collections::BTreeSet::new();
+    if let Some(labels) = obj.pointer("/metadata/labels").and_then(Value::as_object) {
+        for (k, v) in labels {
+            if let Some(role) = k.strip_prefix("node-role.kubernetes.io/") {
+                if !role.is_empty() {
+                    roles.insert(role.to_string());
+                }
+            } else if k == "kubernetes.io/role"
+                && let Some(v) = v.as_str().filter(|v| !v.is_empty())
+            {
+                roles.insert(v.to_string());
+            }
+        }
+    }
+    if roles.is_empty() {
+        "<none>".to_string()
+    } else {
+        roles.into_iter().collect::<Vec<_>>().join(",")
     }
 }
 
@@ -212,6 +277,76 @@ mod tests {
         );
         assert_eq!(go_print(&json!({"b": 1, "a": "x"})), "map[a:x b:1]");
         assert_eq!(go_print(&json!(3)), "3");
+    }
+
+    #[test]
+    fn node_table_follows_the_node_printer() {
+        let rt = builtin::node();
+        let v = &rt.versions[0];
+        let ready = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n1", "creationTimestamp": crate::clock::rfc3339(crate::clock::now_unix() - 5 * 3600),
+                "labels": {"node-role.kubernetes.io/control-plane": "", "kubernetes.io/role": "etcd"}},
+            "spec": {"unschedulable": true},
+            "status": {"conditions": [{"type": "MemoryPressure", "status": "False"}, {"type": "Ready", "status": "True"}],
+                "addresses": [{"type": "Hostname", "address": "n1"}, {"type": "InternalIP", "address": "10.0.0.7"}],
+                "nodeInfo": {"kubeletVersion": "v1.33.4", "osImage": "Ubuntu 24.04"}}});
+        let bare = json!({"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": "n2", "creationTimestamp": crate::clock::rfc3339(crate::clock::now_unix() - 2 * 3600)},
+            "status": {"conditions": [{"type": "Ready", "status": "Unknown"}]}});
+        let none = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n3"}});
+        let t = table(
+            &rt,
+            v,
+            &[ready, bare, none],
+            json!({}),
+            IncludeObject::None,
+            false,
+        );
+        let defs: Vec<(&str, i64)> = t["columnDefinitions"]
+            .as_array()
+            .expect("defs")
+            .iter()
+            .map(|d| {
+                (
+                    d["name"].as_str().expect("name"),
+                    d["priority"].as_i64().expect("priority"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            defs,
+            vec![
+                ("Name", 0),
+                ("Status", 0),
+                ("Roles", 0),
+                ("Age", 0),
+                ("Version", 0),
+                ("Internal-IP", 1),
+                ("External-IP", 1),
+                ("OS-Image", 1),
+                ("Kernel-Version", 1),
+                ("Container-Runtime", 1)
+            ]
+        );
+        assert_eq!(
+            t["rows"][0]["cells"],
+            json!([
+                "n1",
+                "Ready,SchedulingDisabled",
+                "control-plane,etcd",
+                "5h",
+                "v1.33.4",
+                "10.0.0.7",
+                "<none>",
+                "Ubuntu 24.04",
+                "<unknown>",
+                "<unknown>"
+            ])
+        );
+        assert_eq!(t["rows"][1]["cells"][1], "NotReady");
+        assert_eq!(t["rows"][1]["cells"][2], "<none>");
+        assert_eq!(t["rows"][1]["cells"][4], "");
+        assert_eq!(t["rows"][2]["cells"][1], "Unknown");
     }
 
     #[test]

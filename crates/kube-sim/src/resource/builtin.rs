@@ -1,5 +1,5 @@
 //! The built-in kinds the provider and its tests use: Namespace, Secret, ConfigMap, Event
-//! (`v1` and `events.k8s.io/v1`), Lease and CustomResourceDefinition.
+//! (`v1` and `events.k8s.io/v1`), Lease, Node and CustomResourceDefinition.
 //!
 //! Their schemas list the fields of the Go types in `k8s.io/api` (v1.33) so unknown fields
 //! are dropped (or refused with `fieldValidation=Strict`) the way the Go decoder does; value
@@ -63,6 +63,7 @@ fn version(name: &str, schema: Value, status: bool, columns: Vec<PrinterColumn>)
         schema: Some(Arc::new(schema)),
         cel: None,
         status_subresource: status,
+        scale: None,
         columns,
     }
 }
@@ -332,6 +333,141 @@ pub fn lease() -> ResourceType {
     )
 }
 
+fn object(properties: Value) -> Value {
+    json!({"type": "object", "properties": properties})
+}
+
+fn string_list() -> Value {
+    json!({"type": "array", "items": string()})
+}
+
+fn quantity_map() -> Value {
+    json!({"type": "object", "additionalProperties": {"x-kubernetes-int-or-string": true}})
+}
+
+fn node_config_source() -> Value {
+    object(json!({"configMap": object(json!({
+        "kubeletConfigKey": string(), "name": string(), "namespace": string(),
+        "resourceVersion": string(), "uid": string()
+    }))}))
+}
+
+/// `v1` Node: cluster-scoped, `status` subresource (its `status` is kept on create, as
+/// kubelet registers a Node with its status). `status.conditions` is a list-map keyed by
+/// `type`, `spec.podCIDRs` a set, `status.addresses` atomic, as in `k8s.io/api/core/v1`
+/// (v1.33). The table follows kube-apiserver's node printer
+/// (`STATUS`, `ROLES`, `AGE`, `VERSION`; `-o wide` adds addresses and `nodeInfo`).
+pub fn node() -> ResourceType {
+    let schema = root(json!({
+        "spec": object(json!({
+            "podCIDR": string(),
+            "podCIDRs": {"type": "array", "items": string(), "x-kubernetes-list-type": "set"},
+            "providerID": string(),
+            "unschedulable": {"type": "boolean"},
+            "taints": {"type": "array", "items": object(json!({
+                "key": string(), "value": string(), "effect": string(), "timeAdded": string()
+            })), "x-kubernetes-list-type": "atomic"},
+            "configSource": node_config_source(),
+            "externalID": string()
+        })),
+        "status": object(json!({
+            "capacity": quantity_map(),
+            "allocatable": quantity_map(),
+            "phase": string(),
+            "conditions": {"type": "array", "items": object(json!({
+                "type": string(), "status": string(), "lastHeartbeatTime": string(),
+                "lastTransitionTime": string(), "reason": string(), "message": string()
+            })), "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+            // `+listType=atomic` (a dual-stack node has two `InternalIP`s); the
+            // `patchMergeKey=type` of strategic merge patch is not honoured.
+            "addresses": {"type": "array", "items": object(json!({
+                "type": string(), "address": string()
+            })), "x-kubernetes-list-type": "atomic"},
+            "daemonEndpoints": object(json!({
+                "kubeletEndpoint": object(json!({"Port": int32()}))
+            })),
+            "nodeInfo": object(json!({
+                "machineID": string(), "systemUUID": string(), "bootID": string(),
+                "kernelVersion": string(), "osImage": string(),
+                "containerRuntimeVersion": string(), "kubeletVersion": string(),
+                "kubeProxyVersion": string(), "operatingSystem": string(),
+                "architecture": string(),
+                "swap": object(json!({"capacity": {"type": "integer", "format": "int64"}}))
+            })),
+            "images": {"type": "array", "items": object(json!({
+                "names": string_list(), "sizeBytes": {"type": "integer", "format": "int64"}
+            }))},
+            "volumesInUse": string_list(),
+            "volumesAttached": {"type": "array", "items": object(json!({
+                "name": string(), "devicePath": string()
+            }))},
+            "config": object(json!({
+                "assigned": node_config_source(), "active": node_config_source(),
+                "lastKnownGood": node_config_source(), "error": string()
+            })),
+            "runtimeHandlers": {"type": "array", "items": object(json!({
+                "name": string(),
+                "features": object(json!({
+                    "recursiveReadOnlyMounts": {"type": "boolean"},
+                    "userNamespaces": {"type": "boolean"}
+                }))
+            }))},
+            "features": object(json!({"supplementalGroupsPolicy": {"type": "boolean"}}))
+        }))
+    }));
+    let text_or = |name: &str, path: &str, missing: &str| {
+        PrinterColumn::computed(
+            name,
+            "string",
+            ColumnSource::TextOr(path.to_string(), missing.to_string()),
+        )
+    };
+    let wide = |mut c: PrinterColumn| {
+        c.priority = 1;
+        c
+    };
+    let cols = vec![
+        PrinterColumn::computed("Status", "string", ColumnSource::NodeStatus),
+        PrinterColumn::computed("Roles", "string", ColumnSource::NodeRoles),
+        PrinterColumn::age(),
+        text_or("Version", ".status.nodeInfo.kubeletVersion", ""),
+        wide(PrinterColumn::computed(
+            "Internal-IP",
+            "string",
+            ColumnSource::NodeAddress("InternalIP".into()),
+        )),
+        wide(PrinterColumn::computed(
+            "External-IP",
+            "string",
+            ColumnSource::NodeAddress("ExternalIP".into()),
+        )),
+        wide(text_or("OS-Image", ".status.nodeInfo.osImage", "<unknown>")),
+        wide(text_or(
+            "Kernel-Version",
+            ".status.nodeInfo.kernelVersion",
+            "<unknown>",
+        )),
+        wide(text_or(
+            "Container-Runtime",
+            ".status.nodeInfo.containerRuntimeVersion",
+            "<unknown>",
+        )),
+    ];
+    let mut v = version("v1", schema, true, cols);
+    v.selectable_fields = vec!["spec.unschedulable".into()];
+    resource(
+        Names {
+            group: "",
+            kind: "Node",
+            plural: "nodes",
+            short: &["no"],
+            namespaced: false,
+        },
+        v,
+        Builtin::Node,
+    )
+}
+
 /// `apiextensions.k8s.io/v1` CustomResourceDefinition (cluster-scoped, `status`
 /// subresource; `spec` and `status` are kept as sent).
 pub fn crd() -> ResourceType {
@@ -370,6 +506,7 @@ pub fn all() -> Vec<ResourceType> {
         core_event(),
         events_v1_event(),
         lease(),
+        node(),
         crd(),
     ]
 }

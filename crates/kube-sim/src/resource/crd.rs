@@ -1,10 +1,11 @@
 //! `CustomResourceDefinition` (`apiextensions.k8s.io/v1`) to [`ResourceType`]: the
 //! checks kube-apiserver makes on a CRD that matter here (names, scope, exactly one
-//! storage version, a schema per version), and the `status` it reports
-//! (`NamesAccepted`, `Established`).
+//! storage version, a schema per version, the `scale` subresource's paths), and the
+//! `status` it reports (`NamesAccepted`, `Established`).
 
 use super::{
-    ColumnSource, PrinterColumn, ResourceType, StorageKey, Version, View, version_priority,
+    ColumnSource, PrinterColumn, ResourceType, ScalePaths, StorageKey, Version, View,
+    version_priority,
 };
 use crate::api_error::Cause;
 use crate::schema::cel::CelRules;
@@ -54,6 +55,69 @@ fn selectable_fields(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// One `subresources.scale` path: kube-apiserver's `validateSimpleJSONPath` plus the
+/// prefix rule (`ValidateCustomResourceDefinitionSubresources`).
+fn check_scale_path(
+    path: &str,
+    field: &str,
+    prefixes: &[&str],
+    under: &str,
+    causes: &mut Vec<Cause>,
+) {
+    let invalid = |msg: &str| {
+        Cause::new(
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {path:?}: {msg}"),
+        )
+    };
+    if !path.starts_with('.') {
+        causes.push(invalid("must be a simple json path starting with ."));
+    } else if !prefixes.iter().any(|p| path.starts_with(p)) {
+        causes.push(invalid(&format!("should be a json path under {under}")));
+    }
+}
+
+/// `subresources.scale` of version `i` (`None` when absent); causes for bad paths.
+fn scale_paths(v: &Value, i: usize, causes: &mut Vec<Cause>) -> Option<ScalePaths> {
+    let scale = v.pointer("/subresources/scale")?;
+    let base = format!("spec.versions[{i}].subresources.scale");
+    let spec_replicas = s(scale, &["specReplicasPath"]).to_string();
+    let status_replicas = s(scale, &["statusReplicasPath"]).to_string();
+    let label_selector =
+        Some(s(scale, &["labelSelectorPath"]).to_string()).filter(|p| !p.is_empty());
+    for (path, name, prefixes, under) in [
+        (&spec_replicas, "specReplicasPath", &[".spec."][..], ".spec"),
+        (
+            &status_replicas,
+            "statusReplicasPath",
+            &[".status."][..],
+            ".status",
+        ),
+    ] {
+        let field = format!("{base}.{name}");
+        if path.is_empty() {
+            causes.push(Cause::new("FieldValueRequired", field, "Required value"));
+        } else {
+            check_scale_path(path, &field, prefixes, under, causes);
+        }
+    }
+    if let Some(path) = &label_selector {
+        check_scale_path(
+            path,
+            &format!("{base}.labelSelectorPath"),
+            &[".spec.", ".status."],
+            "either .spec or .status",
+            causes,
+        );
+    }
+    Some(ScalePaths {
+        spec_replicas,
+        status_replicas,
+        label_selector,
+    })
 }
 
 /// Parses and checks a CRD. Errors are `422` causes with the CRD field paths.
@@ -157,6 +221,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
             _ => {}
         }
         let cel = schema.as_ref().and_then(CelRules::compile).map(Arc::new);
+        let scale = scale_paths(v, i, &mut causes);
         versions.push(Version {
             name: vname,
             served: v.get("served").and_then(Value::as_bool).unwrap_or(false),
@@ -164,6 +229,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
             schema: schema.map(Arc::new),
             cel,
             status_subresource: v.pointer("/subresources/status").is_some(),
+            scale,
             columns: columns(v),
             selectable_fields: selectable_fields(v),
         });
@@ -279,6 +345,54 @@ mod tests {
         assert_eq!(v1.columns[0].name, "Size");
         let alpha = rt.served_version("v1alpha1").expect("served");
         assert_eq!(alpha.columns, vec![PrinterColumn::age()]);
+    }
+
+    #[test]
+    fn scale_subresource_paths_are_parsed_and_checked() {
+        let mut c = crd();
+        c["spec"]["versions"][1]["subresources"]["scale"] = json!({
+            "specReplicasPath": ".spec.replicas",
+            "statusReplicasPath": ".status.replicas",
+            "labelSelectorPath": ".status.selector"
+        });
+        let rt = from_crd(&c).expect("valid");
+        let v1 = rt.served_version("v1").expect("served");
+        assert_eq!(
+            v1.scale,
+            Some(ScalePaths {
+                spec_replicas: ".spec.replicas".into(),
+                status_replicas: ".status.replicas".into(),
+                label_selector: Some(".status.selector".into()),
+            })
+        );
+        assert_eq!(rt.served_version("v1alpha1").expect("served").scale, None);
+
+        c["spec"]["versions"][1]["subresources"]["scale"] = json!({
+            "specReplicasPath": ".status.replicas",
+            "labelSelectorPath": "metadata.labels"
+        });
+        let causes = from_crd(&c).expect_err("invalid");
+        let got: Vec<(&str, &str)> = causes
+            .iter()
+            .map(|c| (c.field.as_str(), c.message.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    "spec.versions[1].subresources.scale.specReplicasPath",
+                    "Invalid value: \".status.replicas\": should be a json path under .spec"
+                ),
+                (
+                    "spec.versions[1].subresources.scale.statusReplicasPath",
+                    "Required value"
+                ),
+                (
+                    "spec.versions[1].subresources.scale.labelSelectorPath",
+                    "Invalid value: \"metadata.labels\": must be a simple json path starting with ."
+                ),
+            ]
+        );
     }
 
     #[test]

@@ -44,6 +44,8 @@ pub enum Builtin {
     EventsV1Event,
     /// `coordination.k8s.io/v1` Lease.
     Lease,
+    /// `v1` Node (cluster-scoped; `status` may be set on create, as kubelet registers).
+    Node,
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition (installs resource types).
     Crd,
 }
@@ -62,6 +64,18 @@ pub enum ColumnSource {
     EventObject,
     /// Age of the newest of an event's times ("LAST SEEN").
     EventLastSeen,
+    /// A string at a JSONPath, or the given text when it is absent or empty (Node
+    /// `VERSION` prints "", `OS-IMAGE` "<unknown>").
+    TextOr(String, String),
+    /// Node `STATUS`: `Ready`/`NotReady` from the `Ready` condition (`Unknown` without
+    /// one), `,SchedulingDisabled` when `spec.unschedulable`.
+    NodeStatus,
+    /// Node `ROLES`: the `node-role.kubernetes.io/<role>` label suffixes and the
+    /// `kubernetes.io/role` label value, sorted and comma-joined; `<none>` without any.
+    NodeRoles,
+    /// The first `status.addresses[]` entry of this type (`InternalIP`, `ExternalIP`),
+    /// `<none>` without one.
+    NodeAddress(String),
 }
 
 /// One column of the server-side Table output (`additionalPrinterColumns` for CRDs).
@@ -127,11 +141,37 @@ pub struct Version {
     pub cel: Option<Arc<CelRules>>,
     /// Whether the `status` subresource is enabled.
     pub status_subresource: bool,
+    /// The `scale` subresource (`subresources.scale` of a CRD version), if enabled.
+    pub scale: Option<ScalePaths>,
     /// Table columns after `Name`.
     pub columns: Vec<PrinterColumn>,
     /// Field-selector labels besides `metadata.name` and `metadata.namespace`
     /// (`spec.selectableFields` for CRDs, e.g. `type` for Secrets).
     pub selectable_fields: Vec<String>,
+}
+
+/// `subresources.scale` of a CRD version: where `autoscaling/v1` `Scale`'s fields live
+/// in the custom resource (simple dot paths such as `.spec.replicas`), as
+/// `apiextensions.k8s.io/v1` `CustomResourceSubresourceScale` declares them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// `specReplicasPath` (under `.spec.`): `Scale.spec.replicas`.
+    pub spec_replicas: String,
+    /// `statusReplicasPath` (under `.status.`): `Scale.status.replicas`.
+    pub status_replicas: String,
+    /// `labelSelectorPath` (under `.spec.` or `.status.`, a string in the serialized
+    /// label-selector form): `Scale.status.selector`. `None` when not declared.
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// The path's field names (`.spec.replicas` → `["spec", "replicas"]`).
+    pub fn fields(path: &str) -> Vec<&str> {
+        path.trim_start_matches('.')
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .collect()
+    }
 }
 
 impl Version {

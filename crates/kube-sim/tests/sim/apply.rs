@@ -53,11 +53,11 @@ async fn apply_creates_then_conflicts_then_forces() {
     assert_eq!(r.body["reason"], "Conflict");
     assert_eq!(
         r.body["message"],
-        "Apply failed with 1 conflict: conflict with \"alice\" using example.com/v1: .spec.size"
+        "Apply failed with 1 conflict: conflict with \"alice\": .spec.size"
     );
     assert_eq!(
         r.body["details"]["causes"],
-        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"alice\" using example.com/v1", "field": ".spec.size"}])
+        json!([{"reason": "FieldManagerConflict", "message": "conflict with \"alice\"", "field": ".spec.size"}])
     );
     assert_eq!(call(&c, "GET", W1, None, None).await.body, before.body);
 
@@ -97,7 +97,7 @@ async fn update_managers_conflict_with_appliers_and_fields_no_longer_applied_are
         r.body["message"]
             .as_str()
             .unwrap()
-            .contains("conflict with \"ctl\"")
+            .contains("conflict with \"ctl\" using example.com/v1: .spec.size")
     );
     // alice stops applying name (and gives up size): name is removed, size stays
     let cfg2 = json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w1"}, "spec": {"zone": "z1"}});

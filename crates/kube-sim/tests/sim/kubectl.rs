@@ -416,3 +416,112 @@ async fn kubectl_get_proxmoxmachines_uses_our_printer_columns() {
         .count();
     assert_eq!(wide_header.len(), expected.len() + extra);
 }
+
+#[tokio::test]
+async fn kubectl_scale_uses_the_scale_subresource() {
+    let (sim, c) = start().await;
+    let Some(k) = Kubectl::new(&sim) else { return };
+    sim.install_crd_yaml(include_str!("../fixtures/fleets.yaml"))
+        .unwrap();
+    let file = k.write(
+        "f1.yaml",
+        "apiVersion: example.com/v1\nkind: Fleet\nmetadata:\n  name: f1\n  namespace: default\nspec:\n  replicas: 1\n  template: t\n",
+    );
+    k.ok(&["apply", "--server-side", "-f", &file]).await;
+    let fleet = |c: kube::Client| async move {
+        call(
+            &c,
+            "GET",
+            "/apis/example.com/v1/namespaces/default/fleets/f1",
+            None,
+            None,
+        )
+        .await
+        .body
+    };
+
+    // merge patch of the Scale
+    assert_eq!(
+        k.ok(&["scale", "fleet", "f1", "--replicas", "3"])
+            .await
+            .trim(),
+        "fleet.example.com/f1 scaled"
+    );
+    let f = fleet(c.clone()).await;
+    assert_eq!(f["spec"], json!({"replicas": 3, "template": "t"}));
+    let scaler = f["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["subresource"] == "scale")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (
+            &scaler["manager"],
+            &scaler["operation"],
+            &scaler["fieldsV1"]
+        ),
+        (
+            &json!("kubectl"),
+            &json!("Update"),
+            &json!({"f:spec": {"f:replicas": {}}})
+        )
+    );
+
+    // with a precondition: GET then PUT of the Scale
+    assert_eq!(
+        k.ok(&[
+            "scale",
+            "fleet",
+            "f1",
+            "--current-replicas",
+            "3",
+            "--replicas",
+            "5"
+        ])
+        .await
+        .trim(),
+        "fleet.example.com/f1 scaled"
+    );
+    assert_eq!(fleet(c.clone()).await["spec"]["replicas"], 5);
+    let (ok, _, err) = k
+        .run(&[
+            "scale",
+            "fleet",
+            "f1",
+            "--current-replicas",
+            "4",
+            "--replicas",
+            "6",
+        ])
+        .await;
+    assert!(!ok);
+    assert!(err.contains("Expected replicas to be 4, was 5"), "{err}");
+    assert_eq!(fleet(c.clone()).await["spec"]["replicas"], 5);
+
+    // Nodes print with kube-apiserver's node columns
+    let node = k.write(
+        "n1.yaml",
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: n1\n  labels:\n    node-role.kubernetes.io/control-plane: \"\"\nspec:\n  providerID: proxmox://dc-a/1000\n",
+    );
+    assert_eq!(
+        k.ok(&["apply", "-f", &node]).await.trim(),
+        "node/n1 created"
+    );
+    let out = k.ok(&["get", "nodes"]).await;
+    let table = columns_of(&out);
+    assert_eq!(
+        table
+            .iter()
+            .map(|(h, v)| (h.as_str(), v.as_str()))
+            .filter(|(h, _)| *h != "AGE")
+            .collect::<Vec<_>>(),
+        vec![
+            ("NAME", "n1"),
+            ("STATUS", "Unknown"),
+            ("ROLES", "control-plane"),
+            ("VERSION", "")
+        ]
+    );
+}

@@ -2,14 +2,11 @@
 //!
 //! In real CAPI the Nodes live in the *workload* cluster, reached through the
 //! `<cluster>-kubeconfig` Secret; here the kubelets are simulated (see
-//! [`super::node`]) and their Nodes are stored in the management API server
-//! when it serves `core/v1` Node (so `kubectl get nodes` shows them), or else
-//! kept in memory as the workload cluster's registry. Either way the Machine
-//! controller matches `Node.spec.providerID == Machine.spec.providerID`
-//! byte for byte. Every write notifies [`WorkloadNodes::changes`].
-
-use std::collections::BTreeMap;
-use std::sync::Mutex;
+//! [`super::node`]) and register real `core/v1` Node objects in the
+//! management API server (kube-sim serves Node), so `kubectl get nodes`
+//! shows them. The Machine controller matches
+//! `Node.spec.providerID == Machine.spec.providerID` byte for byte. Every
+//! write notifies [`WorkloadNodes::changes`].
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
@@ -18,62 +15,26 @@ use tokio::sync::watch;
 
 use crate::error::Result;
 
-enum Backend {
-    Api(Box<Api<Node>>),
-    Memory(Mutex<BTreeMap<String, Node>>),
-}
-
-/// The registry of the workload cluster's Nodes.
+/// The registry of the workload cluster's Nodes: `core/v1` Nodes of the API
+/// server behind a client.
 pub struct WorkloadNodes {
-    backend: Backend,
+    api: Api<Node>,
     tick: watch::Sender<u64>,
 }
 
 impl std::fmt::Debug for WorkloadNodes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkloadNodes")
-            .field("backend", &self.backend_name())
-            .finish()
+        f.debug_struct("WorkloadNodes").finish_non_exhaustive()
     }
 }
 
 impl WorkloadNodes {
-    /// Nodes stored in the API server behind `client` when it serves
-    /// `core/v1` Node (a list answers), else in memory.
-    ///
-    /// # Errors
-    /// [`crate::E2eError::Kube`] for failures other than 404.
-    pub async fn detect(client: kube::Client) -> Result<WorkloadNodes> {
-        let api: Api<Node> = Api::all(client);
-        match api.list(&ListParams::default().limit(1)).await {
-            Ok(_) => Ok(WorkloadNodes::with_backend(Backend::Api(Box::new(api)))),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(WorkloadNodes::in_memory()),
-            Err(e) => Err(e.into()),
-        }
-    }
-
-    /// An in-memory registry.
-    pub fn in_memory() -> WorkloadNodes {
-        WorkloadNodes::with_backend(Backend::Memory(Mutex::new(BTreeMap::new())))
-    }
-
-    fn with_backend(backend: Backend) -> WorkloadNodes {
+    /// The Nodes of the API server behind `client`.
+    pub fn new(client: kube::Client) -> WorkloadNodes {
         let (tick, _) = watch::channel(0);
-        WorkloadNodes { backend, tick }
-    }
-
-    /// `"api"` or `"memory"`.
-    pub fn backend_name(&self) -> &'static str {
-        match self.backend {
-            Backend::Api(_) => "api",
-            Backend::Memory(_) => "memory",
-        }
-    }
-
-    fn memory(&self) -> Option<std::sync::MutexGuard<'_, BTreeMap<String, Node>>> {
-        match &self.backend {
-            Backend::Memory(m) => Some(m.lock().unwrap_or_else(|p| p.into_inner())),
-            Backend::Api(_) => None,
+        WorkloadNodes {
+            api: Api::all(client),
+            tick,
         }
     }
 
@@ -86,13 +47,7 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`].
     pub async fn list(&self) -> Result<Vec<Node>> {
-        match &self.backend {
-            Backend::Api(api) => Ok(api.list(&ListParams::default()).await?.items),
-            Backend::Memory(_) => Ok(self
-                .memory()
-                .map(|m| m.values().cloned().collect())
-                .unwrap_or_default()),
-        }
+        Ok(self.api.list(&ListParams::default()).await?.items)
     }
 
     /// A Node by name.
@@ -100,10 +55,7 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`].
     pub async fn get(&self, name: &str) -> Result<Option<Node>> {
-        match &self.backend {
-            Backend::Api(api) => Ok(api.get_opt(name).await?),
-            Backend::Memory(_) => Ok(self.memory().and_then(|m| m.get(name).cloned())),
-        }
+        Ok(self.api.get_opt(name).await?)
     }
 
     /// The Node whose `spec.providerID` equals `provider_id` exactly.
@@ -118,23 +70,16 @@ impl WorkloadNodes {
             .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)))
     }
 
-    /// Registers a Node (a kubelet joining); an existing one is kept.
+    /// Registers a Node (a kubelet joining, status included); an existing
+    /// one is kept.
     ///
     /// # Errors
     /// [`crate::E2eError::Kube`] for failures other than 409.
     pub async fn create(&self, node: Node) -> Result<()> {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        match &self.backend {
-            Backend::Api(api) => match api.create(&PostParams::default(), &node).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 409 => {}
-                Err(e) => return Err(e.into()),
-            },
-            Backend::Memory(_) => {
-                if let Some(mut m) = self.memory() {
-                    m.entry(name).or_insert(node);
-                }
-            }
+        match self.api.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e.into()),
         }
         self.notify();
         Ok(())
@@ -145,14 +90,7 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`] for failures other than 404.
     pub async fn delete(&self, name: &str) -> Result<()> {
-        match &self.backend {
-            Backend::Api(api) => super::meta::delete_ignoring_missing(api, name).await?,
-            Backend::Memory(_) => {
-                if let Some(mut m) = self.memory() {
-                    m.remove(name);
-                }
-            }
-        }
+        super::meta::delete_ignoring_missing(&self.api, name).await?;
         self.notify();
         Ok(())
     }
@@ -172,7 +110,7 @@ impl WorkloadNodes {
 mod tests {
     use super::*;
     use futures::StreamExt;
-    use k8s_openapi::api::core::v1::NodeSpec;
+    use k8s_openapi::api::core::v1::{NodeCondition, NodeSpec, NodeStatus};
     use kube::api::ObjectMeta;
 
     fn node(name: &str, provider_id: &str) -> Node {
@@ -185,19 +123,37 @@ mod tests {
                 provider_id: Some(provider_id.into()),
                 ..NodeSpec::default()
             }),
-            status: None,
+            status: Some(NodeStatus {
+                conditions: Some(vec![NodeCondition {
+                    type_: "Ready".into(),
+                    status: "True".into(),
+                    ..NodeCondition::default()
+                }]),
+                ..NodeStatus::default()
+            }),
         }
     }
 
     #[tokio::test]
-    async fn memory_registry_matches_provider_id_exactly_and_notifies() {
-        let nodes = WorkloadNodes::in_memory();
+    async fn nodes_are_api_objects_matched_by_exact_provider_id() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let sim = kube_sim::KubeSim::start(kube_sim::KubeSimOptions::default())
+            .await
+            .unwrap();
+        let client = sim.client().await.unwrap();
+        let nodes = WorkloadNodes::new(client.clone());
         let mut changes = Box::pin(nodes.changes());
         nodes
             .create(node("m1", "proxmox://dc-a/1000"))
             .await
             .unwrap();
         changes.next().await.unwrap();
+        // A real Node object, status as registered.
+        let stored = Api::<Node>::all(client).get("m1").await.unwrap();
+        assert_eq!(
+            stored.status.unwrap().conditions.unwrap()[0].type_,
+            "Ready".to_string()
+        );
         assert!(
             nodes
                 .find_by_provider_id("proxmox://dc-a/100")
@@ -223,6 +179,7 @@ mod tests {
         nodes.delete("m1").await.unwrap();
         nodes.delete("m1").await.unwrap();
         assert!(nodes.list().await.unwrap().is_empty());
-        assert_eq!(nodes.backend_name(), "memory");
+        assert!(nodes.get("m1").await.unwrap().is_none());
+        sim.shutdown().await;
     }
 }
