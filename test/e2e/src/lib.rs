@@ -3,6 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
+//! | [`bench`] | `make bench`: the scale benchmark |
 //! | [`clusterctl`] | clusterctl's template variable rules |
 //! | [`controller`] | the controller binary as a child process |
 //! | [`crds`] | minimal CRDs of the CAPI kinds the stand-in serves |
@@ -15,6 +16,7 @@
 //! | [`standin`] | the CAPI-core stand-in controllers, IPAM fulfilment, kubelets |
 //! | [`table`] | the demo's tables |
 
+pub mod bench;
 pub mod clusterctl;
 pub mod controller;
 pub mod crds;

@@ -1,0 +1,156 @@
+//! `make bench`: the scale benchmark — how close the controller gets to
+//! what Proxmox allows, and at what cost. Not a test: nothing here asserts
+//! a time; it measures and reports.
+//!
+//! Every scenario runs in a fresh environment (the e2e machinery of
+//! [`crate::env`]: pve-sim with pve-sim's realistic task durations under a
+//! time scale, kube-sim, the CAPI stand-in and the real controller binary
+//! with the same `--time-scale`), scales MachineDeployments the way
+//! `kubectl scale` does (`spec.replicas`), and measures:
+//!
+//! - wall time from the scale request to every worker ProxmoxMachine's
+//!   `status.initialization.provisioned` (and to all gone after scaling to
+//!   0), from a watch ([`track`]);
+//! - pve-sim's lower bound for the same fleet ([`fleet::lower_bound_requests`])
+//!   and the ratio;
+//! - Proxmox API calls per machine by endpoint (pve-sim's call log, reset
+//!   between phases; cross-checked with the controller's own
+//!   `capmox_pve_requests_total`);
+//! - reconciles per machine (`capmox_reconcile_total`), controller peak RSS
+//!   (`VmHWM`) and CPU seconds (`utime + stime`) ([`measure`]);
+//! - leftovers after the Cluster is deleted (VMs, ISOs, claims, addresses).
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`fleet`] | the simulated datacenters, the manifests, the lower-bound request |
+//! | [`track`] | the watch that times provisioning and deletion |
+//! | [`measure`] | `/proc` figures and the controller's `/metrics` |
+//! | [`run`] | one scenario end to end |
+//! | [`report`] | the table on stdout and `docs/benchmarks.md` |
+
+pub mod fleet;
+pub mod measure;
+pub mod report;
+pub mod run;
+pub mod track;
+
+use std::time::{Duration, Instant};
+
+pub use run::{Outcome, RunOptions, Scenario};
+
+use crate::error::Result;
+
+/// The scenarios, in the order they run: 3 datacenters × 4 nodes with
+/// `replicas` 0 → 60 → 0 and 0 → 300 → 0 spread over the three, one
+/// datacenter only 0 → 60 → 0, and 1,000 ProxmoxMachines over five
+/// datacenters (controller memory and CPU per reconcile at that count).
+pub fn scenarios() -> Vec<Scenario> {
+    vec![
+        Scenario {
+            name: "spread-60",
+            about: "3 datacenters × 4 nodes, replicas 0 → 60 → 0 (20 per datacenter)",
+            datacenters: 3,
+            workers: vec![20, 20, 20],
+            scale_down: true,
+            provisioning_window: None,
+            ratio_target: Some(1.10),
+        },
+        Scenario {
+            name: "spread-300",
+            about: "3 datacenters × 4 nodes, replicas 0 → 300 → 0 (100 per datacenter)",
+            datacenters: 3,
+            workers: vec![100, 100, 100],
+            scale_down: true,
+            provisioning_window: None,
+            ratio_target: Some(1.15),
+        },
+        Scenario {
+            name: "single-60",
+            about: "one datacenter only (dc-a, 4 nodes), replicas 0 → 60 → 0",
+            datacenters: 3,
+            workers: vec![60, 0, 0],
+            scale_down: true,
+            provisioning_window: None,
+            ratio_target: Some(1.10),
+        },
+        Scenario {
+            name: "objects-1000",
+            about: "5 datacenters × 4 nodes, 1,000 ProxmoxMachines (200 per datacenter)",
+            datacenters: 5,
+            workers: vec![200; 5],
+            scale_down: false,
+            provisioning_window: None,
+            ratio_target: None,
+        },
+    ]
+}
+
+/// A scenario's result: what it measured, or why it failed.
+#[derive(Debug)]
+pub enum ScenarioResult {
+    /// It ran to the end.
+    Done(Box<Outcome>),
+    /// It failed.
+    Failed {
+        /// The scenario.
+        scenario: Scenario,
+        /// What went wrong.
+        error: String,
+        /// How long it ran.
+        after: Duration,
+    },
+}
+
+/// The benchmark's options.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BenchOptions {
+    /// Scenario names to run (empty: all).
+    pub only: Vec<String>,
+    /// How each runs.
+    pub run: RunOptions,
+}
+
+/// Runs the selected scenarios one after the other (a failed scenario is
+/// reported and the next one runs), printing progress to stderr.
+///
+/// # Errors
+/// [`crate::E2eError::Contract`] when a requested scenario does not exist.
+pub async fn run_all(opts: &BenchOptions) -> Result<Vec<ScenarioResult>> {
+    let all = scenarios();
+    for name in &opts.only {
+        if !all.iter().any(|s| s.name == name) {
+            let names: Vec<&str> = all.iter().map(|s| s.name).collect();
+            return Err(crate::E2eError::Contract(format!(
+                "no scenario {name}; there are {}",
+                names.join(", ")
+            )));
+        }
+    }
+    let mut out = Vec::new();
+    for sc in all
+        .into_iter()
+        .filter(|s| opts.only.is_empty() || opts.only.iter().any(|n| n == s.name))
+    {
+        eprintln!("bench: {} — {}", sc.name, sc.about);
+        let started = Instant::now();
+        match run::run(&sc, &opts.run).await {
+            Ok(o) => {
+                eprintln!("{}", report::one_line(&o));
+                out.push(ScenarioResult::Done(Box::new(o)));
+            }
+            Err(e) => {
+                eprintln!(
+                    "bench: {} failed after {:.0} s: {e}",
+                    sc.name,
+                    started.elapsed().as_secs_f64()
+                );
+                out.push(ScenarioResult::Failed {
+                    scenario: sc,
+                    error: e.to_string(),
+                    after: started.elapsed(),
+                });
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,490 @@
+//! One benchmark scenario, end to end: a fresh environment (pve-sim with the
+//! scenario's datacenters, kube-sim, the CAPI stand-in, the controller
+//! binary), the workload cluster with one control-plane machine, then the
+//! workers scaled up and back to zero while the clock, the simulator's call
+//! log, the controller's `/metrics` and `/proc` are read, and finally the
+//! Cluster deleted and whatever is left behind counted.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DeleteParams};
+use pve_sim::{CallLog, LowerBound};
+
+use super::fleet;
+use super::measure::{self, Counters, ProcessFigures};
+use super::track::Tracker;
+use crate::crds::Cluster;
+use crate::env::{Env, EnvOptions};
+use crate::error::{E2eError, Result};
+use crate::{observe, scenario};
+
+/// A scenario of the benchmark.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Short name (`--scenario NAME`).
+    pub name: &'static str,
+    /// One line for the table.
+    pub about: &'static str,
+    /// Simulated datacenters (four nodes each).
+    pub datacenters: usize,
+    /// Workers per datacenter, in datacenter order (`dc-a` first).
+    pub workers: Vec<usize>,
+    /// Scale back to zero and time the deletion.
+    pub scale_down: bool,
+    /// Stop waiting for provisioning after this long (simulated seconds;
+    /// `None`: wait for every machine, bounded by the phase timeout). The
+    /// 1,000-machine run measures memory and CPU per reconcile at that
+    /// object count, not the time to provision them all.
+    pub provisioning_window: Option<f64>,
+    /// The ratio to the lower bound this project holds itself to (not asserted).
+    pub ratio_target: Option<f64>,
+}
+
+impl Scenario {
+    /// Workers in total.
+    pub fn machines(&self) -> usize {
+        self.workers.iter().sum()
+    }
+}
+
+/// How the benchmark runs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOptions {
+    /// pve-sim's time scale, also the controller's `--time-scale`.
+    pub time_scale: f64,
+    /// Seed of the simulator and the stand-in.
+    pub seed: u64,
+    /// Extra controller arguments.
+    pub controller_args: Vec<String>,
+    /// The longest one phase (set-up, scale-up, scale-down, teardown) may take, real time.
+    pub phase_timeout: Duration,
+    /// Keep each scenario's working directory (kubeconfig, controller log).
+    pub keep_workdir: bool,
+}
+
+/// What one phase (scale-up or scale-down) measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Phase {
+    /// Machines the phase was about.
+    pub machines: usize,
+    /// Of those, how many reached the goal (provisioned / gone).
+    pub reached: usize,
+    /// From the scale request to the last machine provisioned (or gone).
+    pub wall: Duration,
+    /// From the scale request to the first ProxmoxMachine created (the
+    /// CAPI stand-in's share: MachineDeployment → MachineSet → Machine →
+    /// ProxmoxMachine). `None` for a scale-down.
+    pub first_machine: Option<Duration>,
+    /// Every call the simulated datacenters answered, until the phase had
+    /// settled (no task running, no ISO left).
+    pub sim_calls: CallLog,
+    /// The controller's own count (`capmox_pve_requests_total`), same interval.
+    pub controller: Counters,
+    /// Controller CPU time in the interval.
+    pub controller_cpu: Duration,
+    /// CPU time of the benchmark process itself (pve-sim, kube-sim, the
+    /// stand-in, the watch) in the interval.
+    pub bench_cpu: Duration,
+    /// From the scale request until settled.
+    pub settled: Duration,
+    /// Per machine, from its ProxmoxMachine's creation to provisioned,
+    /// sorted (scale-up only).
+    pub per_machine: Vec<Duration>,
+}
+
+impl Phase {
+    /// Reconciles of the ProxmoxMachine controller in the interval.
+    pub fn machine_reconciles(&self) -> f64 {
+        self.controller
+            .reconciles
+            .get("proxmoxmachine")
+            .copied()
+            .unwrap_or(0.0)
+    }
+
+    /// Reconciles of every controller in the interval.
+    pub fn all_reconciles(&self) -> f64 {
+        self.controller.reconciles.values().sum()
+    }
+
+    /// Calls the controller made in the interval.
+    pub fn controller_calls(&self) -> f64 {
+        self.controller.pve_requests.values().sum()
+    }
+
+    /// `x / machines` (0 without machines).
+    pub fn per_machine(&self, x: f64) -> f64 {
+        if self.machines == 0 {
+            0.0
+        } else {
+            x / self.machines as f64
+        }
+    }
+}
+
+/// Left behind after the Cluster was deleted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Leftovers {
+    /// VMs other than templates, every datacenter.
+    pub vms: usize,
+    /// ISO volumes, every datacenter.
+    pub isos: usize,
+    /// IPAddressClaims in the namespace.
+    pub claims: usize,
+    /// IPAddresses in the namespace.
+    pub addresses: usize,
+    /// ProxmoxMachines in the namespace.
+    pub machines: usize,
+}
+
+impl Leftovers {
+    /// Nothing left.
+    pub fn is_clean(&self) -> bool {
+        *self == Leftovers::default()
+    }
+}
+
+/// Everything a scenario measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Workers up.
+    pub up: Phase,
+    /// Workers back to zero.
+    pub down: Option<Phase>,
+    /// The simulator's lower bound for the fleet as placed (`None` when not
+    /// every machine was provisioned).
+    pub lower_bound: Option<LowerBound>,
+    /// Where the workers went: datacenter → node → VMs.
+    pub placements: BTreeMap<String, BTreeMap<String, u32>>,
+    /// The controller process at the end (before the teardown): peak RSS
+    /// and total CPU time.
+    pub controller: ProcessFigures,
+    /// Left behind after deleting the Cluster.
+    pub leftovers: Leftovers,
+    /// The whole scenario, set-up and teardown included.
+    pub total: Duration,
+    /// The time scale it ran at.
+    pub time_scale: f64,
+}
+
+impl Outcome {
+    /// Wall time to all provisioned ÷ the lower bound.
+    pub fn ratio(&self) -> Option<f64> {
+        let lb = self.lower_bound.as_ref()?.total.as_secs_f64();
+        (lb > 0.0 && self.up.reached == self.up.machines).then(|| self.up.wall.as_secs_f64() / lb)
+    }
+}
+
+/// Runs one scenario in a fresh environment.
+///
+/// # Errors
+/// Any failure of the environment or a phase that ran out of time (with the
+/// controller's log tail).
+pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<Outcome> {
+    let started = Instant::now();
+    let mut eo = EnvOptions::new(&format!("bench-{}", sc.name));
+    eo.time_scale = opts.time_scale;
+    eo.seed = opts.seed;
+    eo.sim = Some(fleet::sim_config(sc.datacenters)?);
+    eo.wait_floor = opts.phase_timeout;
+    eo.log_level = "info".into();
+    eo.controller_args = opts.controller_args.clone();
+    eo.keep_workdir = opts.keep_workdir;
+    let mut env = Env::start(eo).await?;
+    if opts.keep_workdir {
+        eprintln!(
+            "bench: {}: controller log {}",
+            sc.name,
+            env.controller_log().display()
+        );
+    }
+    let r = drive(&mut env, sc, opts, started).await;
+    env.shutdown().await;
+    r
+}
+
+/// The controller handles the benchmark reads.
+struct Probe {
+    pid: String,
+    metrics: String,
+    ticks: u64,
+}
+
+impl Probe {
+    fn process(&self) -> Result<ProcessFigures> {
+        measure::process(&self.pid, self.ticks)
+    }
+}
+
+async fn drive(
+    env: &mut Env,
+    sc: &Scenario,
+    opts: &RunOptions,
+    started: Instant,
+) -> Result<Outcome> {
+    let pid = env
+        .controller_pid()
+        .ok_or_else(|| E2eError::Controller("not running".into()))?;
+    let probe = Probe {
+        pid: pid.to_string(),
+        metrics: measure::metrics_address(&env.controller_log(), Duration::from_secs(60)).await?,
+        ticks: measure::clock_ticks(),
+    };
+    let say = |what: &str| {
+        eprintln!(
+            "bench: {}: {what} ({:.1} s)",
+            sc.name,
+            started.elapsed().as_secs_f64()
+        )
+    };
+    say("environment up");
+    let docs = fleet::manifests(env)?;
+    fleet::apply(env, &docs).await?;
+    let need_node = env.nodes_join();
+    env.wait_machines(
+        "the control-plane machine provisioned and its Node joined",
+        opts.phase_timeout,
+        |rows| rows.iter().any(|r| r.control_plane && r.up(need_node)),
+    )
+    .await?;
+    wait_quiet(env, opts.phase_timeout).await?;
+    say("control plane up; scaling the workers");
+    let tracker = Tracker::start(env.client.clone(), &env.namespace, &fleet::worker_prefix());
+    let dcs: Vec<String> = env
+        .pve
+        .clusters()
+        .iter()
+        .map(|c| c.name().to_string())
+        .collect();
+    let up_targets: Vec<(String, usize)> = dcs
+        .iter()
+        .cloned()
+        .zip(sc.workers.iter().copied())
+        .collect();
+    let window = sc
+        .provisioning_window
+        .map(|s| Duration::from_secs_f64(s * opts.time_scale));
+    let up = phase(env, &tracker, &probe, &up_targets, true, window, opts).await?;
+    say("scale-up measured");
+    let placements = fleet::placements(env);
+    let lower_bound = if up.reached == up.machines {
+        let requests = fleet::lower_bound_requests(env, &placements);
+        Some(
+            env.pve
+                .lower_bound(&requests)
+                .map_err(|e| E2eError::Sim(e.to_string()))?,
+        )
+    } else {
+        None
+    };
+    let down = if sc.scale_down {
+        tracker.forget_gone();
+        let zero: Vec<(String, usize)> = dcs.iter().map(|d| (d.clone(), 0)).collect();
+        Some(phase(env, &tracker, &probe, &zero, false, None, opts).await?)
+    } else {
+        None
+    };
+    tracker.stop();
+    say("deleting the Cluster");
+    let controller = probe.process()?;
+    let leftovers = teardown(env, opts.phase_timeout).await?;
+    Ok(Outcome {
+        scenario: sc.clone(),
+        up,
+        down,
+        lower_bound,
+        placements,
+        controller,
+        leftovers,
+        total: started.elapsed(),
+        time_scale: opts.time_scale,
+    })
+}
+
+/// Every simulated datacenter's call log, merged.
+fn sim_calls(env: &Env) -> CallLog {
+    let mut all = CallLog::default();
+    for c in env.pve.clusters() {
+        let l = c.calls();
+        all.total += l.total;
+        all.errors += l.errors;
+        for (k, v) in l.by_endpoint {
+            *all.by_endpoint.entry(k).or_default() += v;
+        }
+    }
+    all
+}
+
+/// One phase: reset the call logs, read the counters, scale each
+/// datacenter's MachineDeployment, wait for the watch to report every
+/// worker provisioned (`up`) or gone, wait until the simulator is quiet,
+/// read again.
+async fn phase(
+    env: &mut Env,
+    tracker: &Tracker,
+    probe: &Probe,
+    targets: &[(String, usize)],
+    up: bool,
+    window: Option<Duration>,
+    opts: &RunOptions,
+) -> Result<Phase> {
+    let machines = if up {
+        targets.iter().map(|(_, n)| n).sum()
+    } else {
+        tracker.counts().live
+    };
+    for c in env.pve.clusters() {
+        c.reset_calls();
+    }
+    let m0 = measure::scrape(&probe.metrics).await?;
+    let c0 = probe.process()?;
+    let b0 = measure::process("self", probe.ticks)?;
+    let t0 = Instant::now();
+    for (dc, n) in targets {
+        scenario::scale_machine_deployment(
+            &env.client,
+            &env.namespace,
+            &fleet::machine_deployment(dc),
+            i32::try_from(*n).unwrap_or(i32::MAX),
+        )
+        .await?;
+    }
+    let limit = window.unwrap_or(opts.phase_timeout).min(opts.phase_timeout);
+    let what = if up {
+        format!("{machines} workers provisioned")
+    } else {
+        format!("{machines} workers deleted")
+    };
+    let (end, reached) = loop {
+        env.check_controller()?;
+        let c = tracker.counts();
+        if up && c.live == machines && c.provisioned == machines {
+            break (tracker.all_provisioned_at(), machines);
+        }
+        if !up && c.live == 0 {
+            break (tracker.all_gone_at(), machines);
+        }
+        if t0.elapsed() >= limit {
+            if window.is_some() {
+                break (
+                    Some(Instant::now()),
+                    if up { c.provisioned } else { machines - c.live },
+                );
+            }
+            return Err(E2eError::Timeout {
+                what,
+                after: t0.elapsed(),
+                last_seen: format!(
+                    "{} workers, {} provisioned\n--- controller log (last 40 lines) ---\n{}",
+                    c.live,
+                    c.provisioned,
+                    env.controller_log_tail(40)
+                ),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let wall = end
+        .unwrap_or_else(Instant::now)
+        .saturating_duration_since(t0);
+    let first_machine = if up {
+        tracker
+            .first_seen_after(t0)
+            .map(|t| t.saturating_duration_since(t0))
+    } else {
+        None
+    };
+    if window.is_none() {
+        wait_quiet(env, opts.phase_timeout).await?;
+    }
+    let settled = t0.elapsed();
+    let mut per_machine = if up {
+        tracker.provision_times()
+    } else {
+        Vec::new()
+    };
+    per_machine.sort();
+    let m1 = measure::scrape(&probe.metrics).await?;
+    let c1 = probe.process()?;
+    let b1 = measure::process("self", probe.ticks)?;
+    Ok(Phase {
+        machines,
+        reached,
+        wall,
+        first_machine,
+        sim_calls: sim_calls(env),
+        controller: m1.since(&m0),
+        controller_cpu: c1.cpu.saturating_sub(c0.cpu),
+        bench_cpu: b1.cpu.saturating_sub(b0.cpu),
+        settled,
+        per_machine,
+    })
+}
+
+/// Waits until no task runs in any simulated datacenter and no ISO is left
+/// (the seed ISOs are deleted when a machine is provisioned).
+async fn wait_quiet(env: &Env, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        let running: usize = env
+            .pve
+            .clusters()
+            .iter()
+            .map(|c| c.tasks().iter().filter(|t| t.status == "running").count())
+            .sum();
+        let isos: usize = observe::iso_counts(&env.pve).values().sum();
+        if running == 0 && isos == 0 {
+            return Ok(());
+        }
+        if start.elapsed() >= timeout {
+            return Err(E2eError::Timeout {
+                what: "the simulated datacenters to settle".into(),
+                after: start.elapsed(),
+                last_seen: format!("{running} tasks running, {isos} ISOs"),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Deletes the Cluster, waits (bounded) until its machines are gone, and
+/// counts what is left.
+async fn teardown(env: &mut Env, timeout: Duration) -> Result<Leftovers> {
+    let api: Api<Cluster> = Api::namespaced(env.client.clone(), &env.namespace);
+    match api.delete(fleet::CLUSTER, &DeleteParams::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => {}
+        Err(e) => return Err(e.into()),
+    }
+    let start = Instant::now();
+    loop {
+        let l = leftovers(env).await?;
+        if l.is_clean() || start.elapsed() >= timeout {
+            return Ok(l);
+        }
+        env.check_controller()?;
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn leftovers(env: &Env) -> Result<Leftovers> {
+    let count = |api_version: &'static str, kind: &'static str| {
+        let client = env.client.clone();
+        let ns = env.namespace.clone();
+        async move {
+            scenario::list(&client, &ns, api_version, kind)
+                .await
+                .map(|l| l.len())
+        }
+    };
+    Ok(Leftovers {
+        vms: observe::vm_counts(&env.pve).values().sum(),
+        isos: observe::iso_counts(&env.pve).values().sum(),
+        claims: count("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim").await?,
+        addresses: count("ipam.cluster.x-k8s.io/v1beta2", "IPAddress").await?,
+        machines: count("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine").await?,
+    })
+}

@@ -1,0 +1,112 @@
+//! `make bench`: the scale benchmark (not a test); see [`capmox_e2e::bench`].
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use capmox_e2e::bench::{self, BenchOptions, RunOptions, ScenarioResult, report};
+use clap::Parser;
+
+/// The capmox scale benchmark.
+#[derive(Parser, Debug)]
+#[command(
+    name = "bench",
+    about = "How close the controller gets to what Proxmox allows, and at what cost (simulated datacenters, realistic task durations under a time scale)"
+)]
+struct Args {
+    /// Write the report into this Markdown file (between its bench markers).
+    #[arg(long)]
+    write: Option<PathBuf>,
+    /// Run only this scenario (repeatable); see --list.
+    #[arg(long = "scenario")]
+    scenarios: Vec<String>,
+    /// List the scenarios and exit.
+    #[arg(long)]
+    list: bool,
+    /// Simulator and controller time scale (0.05: a 60 s clone takes 3 s).
+    #[arg(long, default_value_t = 0.05)]
+    time_scale: f64,
+    /// The controller's --clone-concurrency (default: the controller's own default).
+    #[arg(long)]
+    clone_concurrency: Option<usize>,
+    /// A further controller argument (repeatable), e.g. --controller-arg=--concurrency=20.
+    #[arg(long = "controller-arg", allow_hyphen_values = true)]
+    controller_args: Vec<String>,
+    /// The longest one phase of a scenario may take, real seconds.
+    #[arg(long, default_value_t = 300)]
+    phase_timeout_secs: u64,
+    /// Seed of the simulator and the stand-in.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Keep each scenario's working directory (kubeconfig, controller log) and print where.
+    #[arg(long)]
+    keep: bool,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error")),
+        )
+        .with_writer(std::io::stderr)
+        .try_init();
+    if args.list {
+        for s in bench::scenarios() {
+            println!("{:14} {}", s.name, s.about);
+        }
+        return ExitCode::SUCCESS;
+    }
+    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
+        eprintln!("bench: --time-scale must be a positive number");
+        return ExitCode::FAILURE;
+    }
+    let mut controller_args = Vec::new();
+    if let Some(n) = args.clone_concurrency {
+        controller_args.push(format!("--clone-concurrency={n}"));
+    }
+    controller_args.extend(args.controller_args);
+    let opts = BenchOptions {
+        only: args.scenarios,
+        run: RunOptions {
+            time_scale: args.time_scale,
+            seed: args.seed,
+            controller_args,
+            phase_timeout: Duration::from_secs(args.phase_timeout_secs),
+            keep_workdir: args.keep,
+        },
+    };
+    let started = Instant::now();
+    let results = match bench::run_all(&opts).await {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("bench: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let info = report::RunInfo::collect(&opts, started.elapsed());
+    let text = report::generated(&info, &results);
+    println!("{text}");
+    if let Some(path) = &args.write {
+        if !opts.only.is_empty() {
+            eprintln!(
+                "bench: not writing {} from a partial run (--scenario given)",
+                path.display()
+            );
+        } else if let Err(e) = report::write(path, &text) {
+            eprintln!("bench: {e}");
+            return ExitCode::FAILURE;
+        } else {
+            eprintln!("bench: wrote {}", path.display());
+        }
+    }
+    if results
+        .iter()
+        .any(|r| matches!(r, ScenarioResult::Failed { .. }))
+    {
+        return ExitCode::FAILURE;
+    }
+    ExitCode::SUCCESS
+}
