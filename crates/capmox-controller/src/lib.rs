@@ -18,6 +18,7 @@
 //! | [`machine`] | the ProxmoxMachine reconciler |
 //! | [`cloudinit`] | NoCloud bootstrap data and its ISO |
 //! | [`template_status`] | ProxmoxMachineTemplate `status.capacity` / `nodeInfo` |
+//! | [`watch_filter`] | watch streams that pass only the changes a controller acts on |
 //! | [`manager`] | the manager: flags, leader election, health and metrics servers, controllers |
 
 pub mod api;
@@ -38,6 +39,7 @@ pub mod metrics;
 pub mod pve;
 pub mod telemetry;
 pub mod template_status;
+pub mod watch_filter;
 
 /// Name of the single implicit instance of a ProxmoxCluster in legacy
 /// `Default` mode without `settings.instances` (credentials from

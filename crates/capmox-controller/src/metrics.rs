@@ -6,12 +6,12 @@
 //!
 //! | metric | type | labels |
 //! |---|---|---|
-//! | `capmox_reconcile_total` | counter | `controller`, `outcome` (`success`, `requeue`, `error`) |
+//! | `capmox_reconcile_total` | counter | `controller`, `outcome` (`success`, `requeue`, `error`, `conflict`: a 409 on our own write, retried from a fresh read) |
 //! | `capmox_reconcile_errors_total` | counter | `controller`, `category` ([`crate::error::Error::category`]) |
 //! | `capmox_reconcile_duration_seconds` | histogram | `controller` |
 //! | `capmox_pve_requests_total` | counter | `instance`, `method`, `endpoint` (path template), `status` (HTTP code or `none`) |
 //! | `capmox_pve_request_duration_seconds` | histogram | `instance`, `method`, `endpoint` |
-//! | `capmox_machines` | gauge | `instance`, `phase` |
+//! | `capmox_machines` | gauge | `instance`, `phase` (counted by the ProxmoxCluster reconciler: refreshed when a machine is created, placed, deleted or relabelled, and at each re-probe — a phase change alone shows within `--probe-period`) |
 //! | `capmox_leader` | gauge | — (1 while this process leads) |
 
 use std::collections::BTreeMap;
@@ -166,7 +166,7 @@ impl Metrics {
     }
 
     /// Records one reconcile of `controller` (e.g. `proxmoxcluster`) with its
-    /// `outcome` (`success`, `requeue`, `error`) and wall time.
+    /// `outcome` (`success`, `requeue`, `error`, `conflict`) and wall time.
     pub fn reconcile(&self, controller: &'static str, outcome: &'static str, duration: Duration) {
         self.reconciles
             .get_or_create(&ReconcileLabels {

@@ -9,12 +9,86 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use capmox_controller::api::ProxmoxMachineSpec;
+use capmox_controller::api::{ProxmoxMachine, ProxmoxMachineSpec};
+use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use pve_sim::AllocLock;
 use support::*;
+
+/// How long the controller may take to provision, or to delete, all 20
+/// machines (alone this takes a few seconds; on a loaded 2-core CI runner
+/// far longer).
+const PATIENCE: Duration = Duration::from_secs(120);
+
+/// Polls the machines until `done` holds for the list or [`PATIENCE`]
+/// passed; answers whether it held.
+async fn wait_for(w: &World, done: impl Fn(&[ProxmoxMachine]) -> bool) -> bool {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let list = w
+            .machines()
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items;
+        if done(&list) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Everything that explains a machine that did not get there: its
+/// `VirtualMachineProvisioned` condition (reason and full message),
+/// `status.taskRef`, finalizers, deletion, and its VM as pve-sim sees it.
+async fn explain(w: &World) -> String {
+    let list = w
+        .machines()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut out = String::new();
+    for m in list
+        .iter()
+        .filter(|m| m.metadata.deletion_timestamp.is_some() || !provisioned(Some(m)))
+    {
+        let vm = m
+            .spec
+            .virtual_machine_id
+            .and_then(|v| w.pve("dc-a").vm(v))
+            .map(|v| {
+                format!(
+                    "VM {} on {}: {} lock={:?} tags={:?}",
+                    v.vmid, v.node, v.status, v.lock, v.tags
+                )
+            })
+            .unwrap_or_else(|| "no VM".into());
+        out.push_str(&format!(
+            "\n- {} (vmid {:?}, deleting {}): VirtualMachineProvisioned={:?}; taskRef={:?}; finalizers={:?}; {vm}",
+            m.name_any(),
+            m.spec.virtual_machine_id,
+            m.metadata.deletion_timestamp.is_some(),
+            condition(m, "VirtualMachineProvisioned"),
+            m.status.as_ref().and_then(|s| s.task_ref.clone()),
+            m.finalizers(),
+        ));
+    }
+    let running: Vec<String> = w
+        .pve("dc-a")
+        .tasks()
+        .into_iter()
+        .filter(|t| t.exitstatus.is_none())
+        .map(|t| format!("{} {}", t.kind, t.id))
+        .collect();
+    out.push_str(&format!("\ntasks still running in dc-a: {running:?}"));
+    out
+}
 
 #[tokio::test]
 async fn twenty_machines_from_one_template_with_lock_contention() {
@@ -64,33 +138,21 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
         w.ctx.runtime.clone(),
     ));
 
-    let mut done = false;
-    for _ in 0..2400 {
-        let list = w
-            .machines()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items;
-        if list.len() == 20 && list.iter().all(|m| provisioned(Some(m))) {
-            done = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let done = wait_for(&w, |list| {
+        list.len() == 20 && list.iter().all(|m| provisioned(Some(m)))
+    })
+    .await;
+    assert!(
+        done,
+        "not all provisioned after {PATIENCE:?}:{}",
+        explain(&w).await
+    );
     let list = w
         .machines()
         .list(&ListParams::default())
         .await
         .unwrap()
         .items;
-    assert!(
-        done,
-        "not all provisioned: {:?}",
-        list.iter()
-            .map(|m| (m.metadata.name.clone(), vm_reason(Some(m))))
-            .collect::<Vec<_>>()
-    );
 
     let vmids: BTreeSet<u32> = list
         .iter()
@@ -128,31 +190,11 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
             .await
             .unwrap();
     }
-    let mut gone = false;
-    for _ in 0..2400 {
-        if w.machines()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .is_empty()
-        {
-            gone = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let gone = wait_for(&w, <[ProxmoxMachine]>::is_empty).await;
     assert!(
         gone,
-        "machines left: {:?}",
-        w.machines()
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|m| (m.metadata.name.clone(), vm_reason(Some(m))))
-            .collect::<Vec<_>>()
+        "machines left after {PATIENCE:?}:{}",
+        explain(&w).await
     );
     assert!(w.vms("dc-a").is_empty());
     assert!(

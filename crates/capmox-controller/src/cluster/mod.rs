@@ -35,6 +35,7 @@ use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::core::Cluster;
 use crate::capi::ipam::InClusterIPPool;
 use crate::context::Shared;
+use crate::watch_filter;
 
 pub use reconcile::{ClusterContext, error_policy, reconcile, reconcile_once};
 
@@ -73,12 +74,16 @@ pub fn controller(shared: Arc<Shared>) -> impl Future<Output = ()> + Send {
     )
     .default_backoff()
     .touched_objects();
-    let machines = watcher(
-        shared.scoped_api::<PartialObjectMeta<ProxmoxMachine>>(),
-        opts.unfiltered_watcher_config(),
-    )
-    .default_backoff()
-    .touched_objects();
+    // Machine counts move with spec (instance), labels, finalizers and
+    // deletion — not with each machine's status write.
+    let machines = watch_filter::changed(
+        watcher(
+            shared.scoped_api::<PartialObjectMeta<ProxmoxMachine>>(),
+            opts.unfiltered_watcher_config(),
+        )
+        .default_backoff(),
+        watch_filter::metadata_hash::<PartialObjectMeta<ProxmoxMachine>>,
+    );
 
     let secret_map = {
         let store = store.clone();

@@ -728,6 +728,9 @@ fn decide_delete(f: &Facts) -> Step {
                 Operation::DeleteVolume if matches!(kind, TaskFailureKind::NotFound) => {
                     Step::ClearTask
                 }
+                // The VM is gone already (e.g. a destroy issued twice): look
+                // again, it is no failure.
+                Operation::Destroy if matches!(kind, TaskFailureKind::NotFound) => Step::ClearTask,
                 // A clone that fails while the machine is deleted leaves nothing.
                 Operation::Clone => Step::ClearTask,
                 _ => wait("DeletionFailed", text, Until::Backoff),

@@ -17,6 +17,7 @@
 //! | [`resources`] | shared `/cluster/resources` snapshots |
 //! | [`timing`] | learned task durations, when to poll |
 //! | [`runtime`] | what the controller keeps in memory between reconciles |
+//! | [`freshness`] | never deciding from an object older than our own last write |
 //! | [`status`] | providerID, conditions, the status write |
 //!
 //! The controller ([`controller`]) watches ProxmoxMachines, their owner
@@ -28,6 +29,7 @@ pub mod addresses;
 pub mod claims;
 pub mod decide;
 pub mod disks;
+pub mod freshness;
 pub mod marker;
 pub mod placement;
 pub mod reconcile;

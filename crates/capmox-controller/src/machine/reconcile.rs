@@ -21,6 +21,21 @@
 //!   controller process during a leader hand-over, a user's edit) makes the
 //!   write fail with 409 and the reconcile is retried from fresh state —
 //!   nothing is overwritten.
+//! - **Never decide from an object older than our own last write.** The
+//!   informer cache lags: a reconcile may be handed the object from before
+//!   the previous reconcile's status write (no `status.taskRef` for the
+//!   clone just issued). Per machine UID the runtime keeps the object our
+//!   last successful write returned; an incoming object that is not exactly
+//!   that `resourceVersion` is read again with one GET before anything is
+//!   decided (and, were even that answer one of our earlier versions, the
+//!   remembered object is used). Versions are compared for equality only
+//!   (they are opaque) — see [`super::freshness`].
+//! - **A task this process issued wins over an absent `status.taskRef`**:
+//!   the UPID remembered for the machine's VMID is observed, the step is
+//!   never issued again.
+//! - **A 409 on our own write is expected under watch lag**: the controller
+//!   requeues promptly with a fresh read, logs one debug line, and counts
+//!   it neither as a reconcile error nor as a Warning event.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,6 +54,7 @@ use super::decide::{
     self, AgentFact, BootstrapFact, ClaimsFact, ClusterFact, Facts, Owner, Step, TaskFact, Until,
     VmFact, VmView, Wait,
 };
+use super::freshness::{self, Freshness};
 use super::marker::{Marker, Ownership};
 use super::placement::{self, InstanceFacts};
 use super::runtime::{BootstrapCheck, MachineRuntime};
@@ -93,14 +109,33 @@ pub fn iso_file(vmid: u32, uid: &str) -> String {
 /// Kubernetes API failures; Proxmox failures become conditions and
 /// backoff requeues instead.
 pub async fn reconcile(machine: Arc<ProxmoxMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    Ok(match reconcile_once(machine, ctx).await? {
-        Some(d) => Action::requeue(d),
-        None => Action::await_change(),
-    })
+    match reconcile_once(machine.clone(), ctx.clone()).await {
+        Ok(Some(d)) => Ok(Action::requeue(d)),
+        Ok(None) => Ok(Action::await_change()),
+        Err(e) if is_conflict(&e) => {
+            // Someone (usually our own earlier write, seen late) changed the
+            // object after the version this reconcile wrote against.
+            if let Some(uid) = machine.uid() {
+                ctx.runtime.must_refresh(&uid);
+            }
+            debug!(object = %key(&machine), "write conflict (409); retrying from a fresh read");
+            Ok(Action::requeue(
+                ctx.runtime.scaled(ctx.runtime.options.poll_floor),
+            ))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether `e` is a Kubernetes 409 Conflict (a write against an older
+/// `resourceVersion`).
+pub fn is_conflict(e: &Error) -> bool {
+    matches!(e, Error::Kube(kube::Error::Api(s)) if s.code == 409)
 }
 
 /// [`reconcile`], answering the requeue delay itself (`None`: wait for a
-/// change) — for tests and tools that drive reconciles by hand.
+/// change) — for tests and tools that drive reconciles by hand. A 409 is
+/// returned as the error (the controller turns it into a prompt requeue).
 ///
 /// # Errors
 /// As [`reconcile`].
@@ -116,18 +151,76 @@ pub async fn reconcile_once(
         instance = machine.spec.instance.as_deref().unwrap_or(""),
         vmid = machine.spec.virtual_machine_id.unwrap_or(0),
     );
-    let result = Exec::run(&machine, &ctx).instrument(span).await;
+    let object_key = key(&machine);
+    let result = async {
+        let Some(machine) = fresh(machine, &ctx).await? else {
+            return Ok(None);
+        };
+        Exec::run(&machine, &ctx).await
+    }
+    .instrument(span)
+    .await;
     let outcome = match &result {
         Ok(_) => "ok",
+        Err(e) if is_conflict(e) => "conflict",
         Err(_) => "error",
     };
     ctx.shared
         .metrics
         .reconcile(CONTROLLER, outcome, started.elapsed());
     if result.is_ok() {
-        ctx.runtime.backoff.succeeded(&key(&machine));
+        ctx.runtime.backoff.succeeded(&object_key);
     }
     result
+}
+
+/// The object to decide from: `machine` when it is the version of our last
+/// write, else the API server's current version (one GET), else — should
+/// even that be one of our earlier versions — what we wrote. `None` when
+/// the object is gone.
+///
+/// # Errors
+/// [`Error::Kube`] of the GET.
+async fn fresh(
+    machine: Arc<ProxmoxMachine>,
+    ctx: &Context,
+) -> Result<Option<Arc<ProxmoxMachine>>, Error> {
+    let Some(uid) = machine.uid() else {
+        return Ok(Some(machine));
+    };
+    let written = ctx.runtime.written(&uid);
+    let rv = machine.resource_version();
+    let seen = freshness::classify(rv.as_deref(), written.as_ref());
+    if seen == Freshness::Current {
+        return Ok(Some(machine));
+    }
+    let api: Api<ProxmoxMachine> = Api::namespaced(
+        ctx.shared.kube.clone(),
+        &machine.namespace().unwrap_or_default(),
+    );
+    let Some(got) = api.get_opt(&machine.name_any()).await? else {
+        return Ok(None);
+    };
+    if got.uid().as_deref() != Some(uid.as_str()) {
+        // Deleted and created again under the same name: a new machine.
+        return Ok(None);
+    }
+    let now = freshness::classify(got.resource_version().as_deref(), written.as_ref());
+    debug!(
+        seen = ?seen,
+        stale_version = rv.as_deref().unwrap_or(""),
+        fresh_version = got.resource_version().as_deref().unwrap_or(""),
+        "the object may predate our last write; read it again"
+    );
+    let got = match (now, &written) {
+        (Freshness::Stale, Some(w)) => freshness::overlay(got, w),
+        _ => {
+            ctx.runtime.record_write(&uid, &got);
+            got
+        }
+    };
+    ctx.runtime.refreshed(&uid);
+    Ok(Some(Arc::new(got)))
 }
 
 /// Requeue after a failed reconcile: per-object exponential backoff.
@@ -443,6 +536,7 @@ impl<'a> Exec<'a> {
         {
             return Ok(o);
         }
+        self.adopt_own_task();
         if !self.facts.paused
             && self.status.task_ref.is_some()
             && let Flow::Stop(o) = self.observe_task().await
@@ -676,7 +770,8 @@ impl<'a> Exec<'a> {
         let gone = deleting && !self.finalizers.iter().any(|f| f == FINALIZER);
         if !gone {
             match status::write(&self.api, self.machine, &self.status).await {
-                Ok(_) => {}
+                Ok(Some(written)) => self.rt.record_write(&self.uid, &written),
+                Ok(None) => {}
                 Err(Error::Kube(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => {}
                 Err(e) => return Err(e),
             }
@@ -749,6 +844,7 @@ impl<'a> Exec<'a> {
             .await?;
         self.resource_version = updated.resource_version();
         self.finalizers = updated.finalizers().to_vec();
+        self.rt.record_write(&self.uid, &updated);
         Ok(())
     }
 
@@ -1139,7 +1235,8 @@ impl<'a> Exec<'a> {
         if memo.task.as_ref().is_none_or(|(u, _, _)| *u != text) {
             // After a restart: count from now.
             self.rt.update_memo(&self.uid, |m| {
-                m.task = Some((text.clone(), Instant::now(), 0))
+                m.task = Some((text.clone(), Instant::now(), 0));
+                m.task_vmid = None;
             });
             if op == Operation::Clone
                 && let Ok(source) = upid.id().parse::<u32>()
@@ -1217,6 +1314,25 @@ impl<'a> Exec<'a> {
         Flow::Continue
     }
 
+    /// A task this process issued for the machine's VMID and has not
+    /// accounted for yet wins over what the object says (absent or an
+    /// older UPID): the object may predate the write that recorded it.
+    fn adopt_own_task(&mut self) {
+        let memo = self.rt.memo(&self.uid);
+        let (Some((upid, _, _)), Some(vmid)) = (memo.task, memo.task_vmid) else {
+            return;
+        };
+        if self.facts.vmid != Some(vmid) || self.status.task_ref.as_deref() == Some(upid.as_str()) {
+            return;
+        }
+        debug!(
+            %upid,
+            recorded = self.status.task_ref.as_deref().unwrap_or(""),
+            "the object does not show the task this process issued; observing ours"
+        );
+        self.status.task_ref = Some(upid);
+    }
+
     /// The task ended and was accounted for: forget it, remember success.
     fn task_done(&mut self) {
         let fact = self.facts.task.take();
@@ -1265,14 +1381,20 @@ impl<'a> Exec<'a> {
 
     fn clear_task(&mut self) {
         self.status.task_ref = None;
-        self.rt.update_memo(&self.uid, |m| m.task = None);
+        self.rt.update_memo(&self.uid, |m| {
+            m.task = None;
+            m.task_vmid = None;
+        });
     }
 
     fn record_task(&mut self, upid: &Upid) {
         self.status.task_ref = Some(upid.as_str().to_string());
         let text = upid.as_str().to_string();
-        self.rt
-            .update_memo(&self.uid, |m| m.task = Some((text, Instant::now(), 0)));
+        let vmid = self.facts.vmid;
+        self.rt.update_memo(&self.uid, |m| {
+            m.task = Some((text, Instant::now(), 0));
+            m.task_vmid = vmid;
+        });
     }
 
     fn task_started(
@@ -2891,13 +3013,26 @@ impl<'a> Exec<'a> {
                 self.task_started(&upid, Operation::Shutdown, "Deleting", note)
             }
             Err(PveError::NotFound { .. }) => {
-                self.facts.vm = None;
-                self.rt
-                    .update_memo(&self.uid, |m| m.fresh_after = Some(Instant::now()));
+                self.vm_vanished();
                 Flow::Continue
             }
             Err(e) => self.pve_failure("DeletionFailed", &format!("shutdown of VM {id}"), &e),
         }
+    }
+
+    /// Proxmox says the VM does not exist (any more): forget what we
+    /// believed about it (a remembered shutdown would otherwise keep
+    /// answering "ours, stopped" and the destroy would be repeated forever)
+    /// and look it up in a listing fetched from now on.
+    fn vm_vanished(&mut self) {
+        self.facts.vm = None;
+        self.facts.last_success = None;
+        let now = Instant::now();
+        self.rt.update_memo(&self.uid, |m| {
+            m.fresh_after = Some(now);
+            m.config = None;
+            m.last_success = None;
+        });
     }
 
     async fn stop_vm(&mut self) -> Flow {
@@ -2923,9 +3058,7 @@ impl<'a> Exec<'a> {
                 format!("stopping VM {id} on {node_name}"),
             ),
             Err(PveError::NotFound { .. }) => {
-                self.facts.vm = None;
-                self.rt
-                    .update_memo(&self.uid, |m| m.fresh_after = Some(Instant::now()));
+                self.vm_vanished();
                 Flow::Continue
             }
             Err(e) => self.pve_failure("DeletionFailed", &format!("stop of VM {id}"), &e),
@@ -2971,7 +3104,13 @@ impl<'a> Exec<'a> {
                     note.clone(),
                 )
                 .await;
-                self.rt.update_memo(&self.uid, |m| m.config = None);
+                // The shutdown's success no longer describes the VM: from
+                // now on only a listing (or the destroy task) says where it is.
+                self.facts.last_success = None;
+                self.rt.update_memo(&self.uid, |m| {
+                    m.config = None;
+                    m.last_success = None;
+                });
                 self.task_started(
                     &upid,
                     Operation::Destroy,
@@ -2980,9 +3119,7 @@ impl<'a> Exec<'a> {
                 )
             }
             Err(PveError::NotFound { .. }) => {
-                self.facts.vm = None;
-                self.rt
-                    .update_memo(&self.uid, |m| m.fresh_after = Some(Instant::now()));
+                self.vm_vanished();
                 Flow::Continue
             }
             Err(PveError::Conflict { ref message, .. })

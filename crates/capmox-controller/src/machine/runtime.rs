@@ -12,7 +12,9 @@
 //!   does not read it again), whether the ISO was uploaded, the last task
 //!   that succeeded, when the current task was issued, the bootstrap
 //!   sentinel check ([`BootstrapCheck`]; after a restart it starts over);
-//! - a lock per CAPI cluster so concurrent instance choices see each other.
+//! - a lock per CAPI cluster so concurrent instance choices see each other;
+//! - per machine, the object our last write returned ([`Written`]): no
+//!   reconcile decides from an older one (see [`super::freshness`]).
 //!
 //! Every lock here is a `std::sync::Mutex` held only for map access, never
 //! across an `await`; the per-cluster placement lock is a Tokio mutex.
@@ -23,6 +25,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::freshness::Written;
 use super::resources::{ResourceCache, StorageView};
 use super::scheduler::PendingVm;
 use super::timing::{Operation, TaskTimer};
@@ -196,6 +199,11 @@ pub struct Memo {
     pub last_success: Option<(u32, Operation)>,
     /// The task in flight: UPID, when issued, polls after its expected end.
     pub task: Option<(String, Instant, u32)>,
+    /// The VMID the task in flight works on (`None` when the task was
+    /// adopted from `status.taskRef`). A task issued by this process wins
+    /// over an absent or older `status.taskRef`: it is observed, never
+    /// issued again.
+    pub task_vmid: Option<u32>,
     /// When the VM was started (to learn boot times).
     pub started_at: Option<Instant>,
     /// Listings older than this must not be used for this machine's VM.
@@ -228,6 +236,7 @@ pub struct MachineRuntime {
     templates: Mutex<HashMap<(String, u32), (VmConfig, Instant)>>,
     placement: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     iso_storages: Mutex<HashMap<(String, String), (StorageView, Instant)>>,
+    written: Mutex<HashMap<String, Written>>,
 }
 
 impl MachineRuntime {
@@ -254,6 +263,7 @@ impl MachineRuntime {
             templates: Mutex::new(HashMap::new()),
             placement: Mutex::new(HashMap::new()),
             iso_storages: Mutex::new(HashMap::new()),
+            written: Mutex::new(HashMap::new()),
         }
     }
 
@@ -278,9 +288,56 @@ impl MachineRuntime {
         f(m.entry(uid.to_string()).or_default());
     }
 
+    /// What this process last wrote for the machine (`None`: nothing since
+    /// it started).
+    pub fn written(&self, uid: &str) -> Option<Written> {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(uid)
+            .cloned()
+    }
+
+    /// Records the object a successful write of ours returned.
+    pub fn record_write(&self, uid: &str, obj: &crate::api::ProxmoxMachine) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(uid.to_string())
+            .or_default()
+            .record(obj.clone());
+    }
+
+    /// A write of ours was refused with 409: the next reconcile of the
+    /// machine reads it fresh.
+    pub fn must_refresh(&self, uid: &str) {
+        self.written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(uid.to_string())
+            .or_default()
+            .refresh = true;
+    }
+
+    /// The machine was read fresh after a 409: versions compare again.
+    pub fn refreshed(&self, uid: &str) {
+        if let Some(w) = self
+            .written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_mut(uid)
+        {
+            w.refresh = false;
+        }
+    }
+
     /// Forgets the machine (deleted).
     pub fn forget(&self, uid: &str) {
         self.memos
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(uid);
+        self.written
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(uid);

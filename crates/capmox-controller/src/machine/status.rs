@@ -92,7 +92,8 @@ pub fn claims_condition(fact: &ClaimsFact) -> Desired {
 }
 
 /// Writes `status` with server-side apply when it differs from the
-/// object's current status.
+/// object's current status; answers the object the write returned (`None`
+/// when nothing had to be written).
 ///
 /// # Errors
 /// [`Error::Kube`], [`Error::Json`].
@@ -100,24 +101,25 @@ pub async fn write(
     api: &Api<ProxmoxMachine>,
     machine: &ProxmoxMachine,
     status: &ProxmoxMachineStatus,
-) -> Result<bool, Error> {
+) -> Result<Option<ProxmoxMachine>, Error> {
     let current = serde_json::to_value(machine.status.clone().unwrap_or_default())?;
     let next = serde_json::to_value(status)?;
     if current == next {
-        return Ok(false);
+        return Ok(None);
     }
     let body = serde_json::json!({
         "apiVersion": format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
         "kind": "ProxmoxMachine",
         "status": next,
     });
-    api.patch_status(
-        &machine.name_any(),
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(body),
-    )
-    .await?;
-    Ok(true)
+    let written = api
+        .patch_status(
+            &machine.name_any(),
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    Ok(Some(written))
 }
 
 /// Merges `desired` conditions into `status` (transition times kept when
