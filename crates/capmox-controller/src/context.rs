@@ -70,7 +70,7 @@ impl Default for ControllerOptions {
         ControllerOptions {
             namespace: None,
             watch_filter: None,
-            concurrency: 10,
+            concurrency: 32,
             time_scale: 1.0,
             probe_period: Duration::from_secs(60),
             unhealthy_retry: Duration::from_secs(10),

@@ -19,6 +19,7 @@
 //! | [`runtime`] | what the controller keeps in memory between reconciles |
 //! | [`freshness`] | never deciding from an object older than our own last write |
 //! | [`status`] | providerID, conditions, the status write |
+//! | [`triggers`] | which watched changes wake a machine (and which do not) |
 //!
 //! The controller ([`controller`]) watches ProxmoxMachines, their owner
 //! Machines (bootstrap data, failure domain), the CAPI Clusters
@@ -39,6 +40,7 @@ pub mod scheduler;
 pub mod status;
 pub mod template;
 pub mod timing;
+pub mod triggers;
 pub mod vmconfig;
 pub mod vmid;
 
@@ -49,6 +51,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::ObjectRef;
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, ResourceExt};
 
 pub use reconcile::{Context, error_policy, reconcile};
@@ -59,6 +62,7 @@ use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::ipam::IPAddressClaim;
 use crate::capi::{Cluster, Machine};
 use crate::context::Shared;
+use crate::watch_filter;
 
 /// The kube-runtime controller for ProxmoxMachines; runs until the shared
 /// shutdown signal fires. `options` tunes clone concurrency, caches and
@@ -76,10 +80,19 @@ pub fn controller_with(
     let machines: Api<ProxmoxMachine> = shared.scoped_api();
     let wc = shared.options.watcher_config();
     let all = shared.options.unfiltered_watcher_config();
-    let controller = Controller::new(machines, wc.clone()).with_config(
+    // The reflector sees every change (the store stays current); the
+    // reconcile is woken only by the ones it acts on (see `triggers`).
+    let (store, writer) = reflector::store::<ProxmoxMachine>();
+    let machine_events = watcher(machines, wc.clone())
+        .default_backoff()
+        .reflect(writer);
+    let controller = Controller::for_stream(
+        watch_filter::changed(machine_events, triggers::machine_hash),
+        store.clone(),
+    )
+    .with_config(
         kube::runtime::controller::Config::default().concurrency(shared.options.concurrency),
     );
-    let store = controller.store();
     let store_pc = store.clone();
     let store_secret = store.clone();
     let store_cluster = store.clone();
@@ -87,9 +100,21 @@ pub fn controller_with(
         shared: shared.clone(),
         runtime,
     });
+    let owners = watch_filter::changed(
+        watcher(shared.scoped_api::<Machine>(), wc.clone()).default_backoff(),
+        watch_filter::metadata_hash::<Machine>,
+    );
+    let clusters = watch_filter::changed(
+        watcher(shared.scoped_api::<Cluster>(), wc.clone()).default_backoff(),
+        triggers::cluster_hash,
+    );
+    let proxmox_clusters = watch_filter::changed(
+        watcher(shared.scoped_api::<ProxmoxCluster>(), wc).default_backoff(),
+        triggers::proxmox_cluster_hash,
+    );
     controller
         .owns(shared.scoped_api::<IPAddressClaim>(), all.clone())
-        .watches(shared.scoped_api::<Machine>(), wc.clone(), |m: Machine| {
+        .watches_stream(owners, |m: Machine| {
             let ns = m.namespace();
             m.spec
                 .infrastructure_ref
@@ -103,48 +128,41 @@ pub fn controller_with(
                     o
                 })
         })
-        .watches(
-            shared.scoped_api::<Cluster>(),
-            wc.clone(),
-            move |c: Cluster| {
-                // Infrastructure provisioned, or pause toggled.
-                let name = c.name_any();
-                let ns = c.namespace();
-                store_cluster
-                    .state()
-                    .into_iter()
-                    .filter(|m| {
-                        m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
-                    })
-                    .map(|m| ObjectRef::from_obj(m.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
-        .watches(
-            shared.scoped_api::<ProxmoxCluster>(),
-            wc,
-            move |pc: ProxmoxCluster| {
-                // Instance health and IP pools unblock waiting machines.
-                let cluster = pc.labels().get(CLUSTER_NAME_LABEL).cloned();
-                let ns = pc.namespace();
-                store_pc
-                    .state()
-                    .into_iter()
-                    .filter(|m| {
-                        m.namespace() == ns
-                            && cluster.is_some()
-                            && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
-                    })
-                    .filter(|m| !provisioned(m))
-                    .map(|m| ObjectRef::from_obj(m.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_stream(clusters, move |c: Cluster| {
+            // Infrastructure provisioned, or pause toggled.
+            let name = c.name_any();
+            let ns = c.namespace();
+            store_cluster
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
+                })
+                .map(|m| ObjectRef::from_obj(m.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .watches_stream(proxmox_clusters, move |pc: ProxmoxCluster| {
+            // Instance health and IP pools unblock waiting machines.
+            let cluster = pc.labels().get(CLUSTER_NAME_LABEL).cloned();
+            let ns = pc.namespace();
+            store_pc
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.namespace() == ns
+                        && cluster.is_some()
+                        && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
+                })
+                .filter(|m| !provisioned(m))
+                .map(|m| ObjectRef::from_obj(m.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .watches(
             shared.scoped_api::<Secret>(),
             all.labels(CLUSTER_NAME_LABEL),
             move |s: Secret| {
-                // Bootstrap data of a cluster appeared or changed.
+                // Bootstrap data of a cluster appeared or changed: only
+                // machines still waiting for theirs care.
                 let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned();
                 let ns = s.namespace();
                 store_secret
@@ -154,7 +172,7 @@ pub fn controller_with(
                         m.namespace() == ns
                             && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
                     })
-                    .filter(|m| !provisioned(m))
+                    .filter(|m| triggers::waits_for_bootstrap_data(m))
                     .map(|m| ObjectRef::from_obj(m.as_ref()))
                     .collect::<Vec<_>>()
             },

@@ -61,7 +61,7 @@ use super::runtime::{BootstrapCheck, MachineRuntime};
 use super::scheduler::{self, Locality, Request};
 use super::status::{self, FINALIZER};
 use super::template::{self, Resolved, TemplateError};
-use super::timing::{Operation, next_poll};
+use super::timing::{Operation, next_poll, observation};
 use super::{addresses, vmconfig, vmid};
 use crate::api::machine::{DeviceAddresses, NetworkStatus};
 use crate::api::validation::{summarize, validate_machine, validate_machine_for_cluster};
@@ -807,6 +807,20 @@ impl<'a> Exec<'a> {
         if o.until != Until::Backoff {
             self.rt.backoff.succeeded(&key(self.machine));
         }
+        // The requeue that will read the running task's end.
+        let poll_at = match (&self.facts.task, o.until, action) {
+            (Some(TaskFact::Running(_)), Until::Poll, Some(d)) => Some(Instant::now() + d),
+            _ => None,
+        };
+        // kube-runtime keeps the earliest of several requeues of an object,
+        // so an earlier due time still stands.
+        let now = Instant::now();
+        self.rt.update_memo(&self.uid, |m| {
+            m.task_poll_at = match (m.task_poll_at.filter(|t| *t > now), poll_at) {
+                (Some(old), Some(new)) => Some(old.min(new)),
+                (_, new) => new,
+            }
+        });
         if gone {
             return Ok(None);
         }
@@ -1232,10 +1246,23 @@ impl<'a> Exec<'a> {
             Err(msg) => return stop("InstanceUnreachable", msg, Until::Backoff),
         };
         let memo = self.rt.memo(&self.uid);
+        // Woken before the poll this reconcile asked for (a watched object
+        // changed): the task is not due, and asking Proxmox now would only
+        // cost a call. Its end is read at the requeue.
+        if let (Some((u, _, _)), Some(due)) = (&memo.task, memo.task_poll_at)
+            && *u == text
+            && !self.facts.deleting
+            && Instant::now() + self.rt.scaled(self.rt.options.poll_floor) < due
+        {
+            self.facts.task = Some(TaskFact::Running(op));
+            return Flow::Continue;
+        }
         if memo.task.as_ref().is_none_or(|(u, _, _)| *u != text) {
             // After a restart: count from now.
             self.rt.update_memo(&self.uid, |m| {
                 m.task = Some((text.clone(), Instant::now(), 0));
+                m.task_seen_running = None;
+                m.task_poll_at = None;
                 m.task_vmid = None;
             });
             if op == Operation::Clone
@@ -1266,10 +1293,12 @@ impl<'a> Exec<'a> {
             }
             Err(PveError::TaskPending { .. }) => {
                 self.rt.update_memo(&self.uid, |m| {
-                    if let Some((_, at, polls)) = &mut m.task
-                        && at.elapsed() >= self.rt.timer.expected(&inst.identity, op)
-                    {
-                        *polls += 1;
+                    if let Some((_, at, polls)) = &mut m.task {
+                        let elapsed = at.elapsed();
+                        m.task_seen_running = Some(elapsed);
+                        if elapsed >= self.rt.timer.expected(&inst.identity, op) {
+                            *polls += 1;
+                        }
                     }
                 });
                 TaskFact::Running(op)
@@ -1304,14 +1333,37 @@ impl<'a> Exec<'a> {
                 .filter(|(u, _, _)| *u == text)
                 .map(|(_, at, _)| at.elapsed());
             if let (TaskFact::Succeeded(op), Some(took)) = (&fact, took) {
-                self.rt.timer.observe(&inst.identity, *op, took);
+                let expected = self.rt.timer.expected(&inst.identity, *op);
+                let seen = memo.task_seen_running;
+                self.rt
+                    .timer
+                    .observe(&inst.identity, *op, observation(took, seen, expected));
             }
             if op == Operation::Clone {
                 self.rt.clone_slots.release(&self.uid);
+                if let Ok(source) = upid.id().parse::<u32>() {
+                    self.clone_outcome(&inst.identity, source, &fact);
+                }
             }
         }
         self.facts.task = Some(fact);
         Flow::Continue
+    }
+
+    /// Adapts the clone window of `template` to how its clone ended:
+    /// one more slot after a success, half after a lock timeout.
+    fn clone_outcome(&self, identity: &str, template: u32, fact: &TaskFact) {
+        match fact {
+            TaskFact::Succeeded(_) => self.rt.clone_slots.succeeded(identity, template),
+            TaskFact::Failed { kind, .. } if kind.is_retryable() => {
+                let window = self.rt.clone_slots.congested(identity, template);
+                debug!(
+                    template,
+                    window, "clone failed on a lock; clone window halved"
+                );
+            }
+            _ => {}
+        }
     }
 
     /// A task this process issued for the machine's VMID and has not
@@ -1383,6 +1435,8 @@ impl<'a> Exec<'a> {
         self.status.task_ref = None;
         self.rt.update_memo(&self.uid, |m| {
             m.task = None;
+            m.task_seen_running = None;
+            m.task_poll_at = None;
             m.task_vmid = None;
         });
     }
@@ -1393,6 +1447,8 @@ impl<'a> Exec<'a> {
         let vmid = self.facts.vmid;
         self.rt.update_memo(&self.uid, |m| {
             m.task = Some((text, Instant::now(), 0));
+            m.task_seen_running = None;
+            m.task_poll_at = None;
             m.task_vmid = vmid;
         });
     }
@@ -2243,6 +2299,13 @@ impl<'a> Exec<'a> {
             }
             Err(e) => {
                 self.rt.clone_slots.release(&self.uid);
+                if matches!(e, PveError::LockTimeout { .. } | PveError::Locked { .. }) {
+                    let window = self.rt.clone_slots.congested(&inst.identity, source.vmid);
+                    debug!(
+                        template = source.vmid,
+                        window, "clone refused on a lock; clone window halved"
+                    );
+                }
                 let msg = format!("clone of template {} to VM {vmid} failed: {e}", source.vmid);
                 Ok(stop("CloneFailed", msg, Until::Backoff))
             }

@@ -3,8 +3,8 @@
 //! the VMID is in spec); it makes the controller fast and polite:
 //!
 //! - VMID reservations in flight ([`VmidTable`]), per Proxmox cluster identity;
-//! - clone slots: at most `clone_concurrency` clones per (identity,
-//!   template) at once ([`CloneSlots`]);
+//! - clone slots: an adaptive window of clones per (identity, template),
+//!   at most `clone_concurrency`, halved on lock timeouts ([`CloneSlots`]);
 //! - `/cluster/resources` snapshots ([`ResourceCache`]) and template configs;
 //! - learned task durations ([`TaskTimer`]);
 //! - VMs being created (their memory counts before Proxmox lists it);
@@ -38,7 +38,8 @@ use crate::pve::VmConfig;
 /// applies `ControllerOptions::time_scale`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct MachineOptions {
-    /// Concurrent clones per (Proxmox cluster, template). Default 4.
+    /// Ceiling of concurrent clones per (Proxmox cluster, template); the
+    /// window below it adapts to lock timeouts ([`CloneSlots`]). Default 128.
     pub clone_concurrency: usize,
     /// How long `/cluster/resources` listings are reused. Default 2 s.
     pub resources_ttl: Duration,
@@ -74,7 +75,7 @@ pub struct MachineOptions {
 impl Default for MachineOptions {
     fn default() -> Self {
         MachineOptions {
-            clone_concurrency: 4,
+            clone_concurrency: 128,
             resources_ttl: Duration::from_secs(2),
             template_ttl: Duration::from_secs(600),
             shutdown_timeout_secs: 60,
@@ -90,58 +91,104 @@ impl Default for MachineOptions {
     }
 }
 
-/// Clone slots per (identity, template VMID).
+/// Clone slots per (identity, template VMID), with an adaptive window.
+///
+/// Proxmox runs clones of a stopped template in parallel (they share its
+/// flock, SEMANTICS.md §6); what limits them is the storage: a storage
+/// whose allocations queue behind a cluster-wide lock fails clones with
+/// `got lock timeout` once too many wait. So the window starts at the
+/// ceiling (`--clone-concurrency`), is halved (to at least 1) when a clone
+/// of that template fails on a lock (multiplicative decrease), and grows by
+/// one per clone that succeeds (additive increase) back to the ceiling —
+/// TCP's congestion control, applied to clone storms.
 #[derive(Debug)]
 pub struct CloneSlots {
-    capacity: usize,
-    held: Mutex<HashMap<(String, u32), BTreeSet<String>>>,
+    ceiling: usize,
+    state: Mutex<HashMap<(String, u32), Slots>>,
+}
+
+#[derive(Debug)]
+struct Slots {
+    held: BTreeSet<String>,
+    window: usize,
 }
 
 impl CloneSlots {
-    /// Slots with `capacity` per template (at least 1).
-    pub fn new(capacity: usize) -> CloneSlots {
+    /// Slots with a window of at most `ceiling` per template (at least 1).
+    pub fn new(ceiling: usize) -> CloneSlots {
         CloneSlots {
-            capacity: capacity.max(1),
-            held: Mutex::new(HashMap::new()),
+            ceiling: ceiling.max(1),
+            state: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Takes a slot for `owner` (idempotent). Returns false when all are taken.
+    fn with<T>(&self, identity: &str, template: u32, f: impl FnOnce(&mut Slots) -> T) -> T {
+        let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let slots = m
+            .entry((identity.to_string(), template))
+            .or_insert_with(|| Slots {
+                held: BTreeSet::new(),
+                window: self.ceiling,
+            });
+        f(slots)
+    }
+
+    /// Takes a slot for `owner` (idempotent). Returns false when the window is full.
     pub fn acquire(&self, identity: &str, template: u32, owner: &str) -> bool {
-        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        let set = m.entry((identity.to_string(), template)).or_default();
-        if set.contains(owner) {
-            return true;
-        }
-        if set.len() >= self.capacity {
-            return false;
-        }
-        set.insert(owner.to_string());
-        true
+        self.with(identity, template, |s| {
+            if s.held.contains(owner) {
+                return true;
+            }
+            if s.held.len() >= s.window {
+                return false;
+            }
+            s.held.insert(owner.to_string());
+            true
+        })
     }
 
     /// Records a slot for a clone found running (after a restart), even
-    /// beyond the capacity.
+    /// beyond the window.
     pub fn adopt(&self, identity: &str, template: u32, owner: &str) {
-        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        m.entry((identity.to_string(), template))
-            .or_default()
-            .insert(owner.to_string());
+        self.with(identity, template, |s| {
+            s.held.insert(owner.to_string());
+        });
     }
 
     /// Frees every slot `owner` holds.
     pub fn release(&self, owner: &str) {
-        let mut m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        for set in m.values_mut() {
-            set.remove(owner);
+        let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for s in m.values_mut() {
+            s.held.remove(owner);
         }
+    }
+
+    /// A clone of the template succeeded: the window grows by one (up to the ceiling).
+    pub fn succeeded(&self, identity: &str, template: u32) {
+        let ceiling = self.ceiling;
+        self.with(identity, template, |s| {
+            s.window = (s.window + 1).min(ceiling);
+        });
+    }
+
+    /// A clone of the template failed on a lock (`got lock timeout`): the
+    /// window halves, counted from the clones running now (at least 1).
+    /// Returns the new window.
+    pub fn congested(&self, identity: &str, template: u32) -> usize {
+        self.with(identity, template, |s| {
+            s.window = (s.window.min(s.held.len().max(1)) / 2).max(1);
+            s.window
+        })
     }
 
     /// Slots in use for a template.
     pub fn in_use(&self, identity: &str, template: u32) -> usize {
-        let m = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        m.get(&(identity.to_string(), template))
-            .map_or(0, BTreeSet::len)
+        self.with(identity, template, |s| s.held.len())
+    }
+
+    /// The current window of a template.
+    pub fn window(&self, identity: &str, template: u32) -> usize {
+        self.with(identity, template, |s| s.window)
     }
 }
 
@@ -199,6 +246,12 @@ pub struct Memo {
     pub last_success: Option<(u32, Operation)>,
     /// The task in flight: UPID, when issued, polls after its expected end.
     pub task: Option<(String, Instant, u32)>,
+    /// How long after its issue the task in flight was last seen running
+    /// (brackets its end for [`super::timing::observation`]).
+    pub task_seen_running: Option<Duration>,
+    /// When the requeue that reads the task in flight is due; a reconcile
+    /// woken earlier by a watch does not ask Proxmox about the task.
+    pub task_poll_at: Option<Instant>,
     /// The VMID the task in flight works on (`None` when the task was
     /// adopted from `status.taskRef`). A task issued by this process wins
     /// over an absent or older `status.taskRef`: it is observed, never
@@ -433,6 +486,38 @@ mod tests {
         assert!(s.acquire("dc-a", 9000, "u3"));
         s.adopt("dc-a", 9000, "u9");
         assert_eq!(s.in_use("dc-a", 9000), 3);
+    }
+
+    #[test]
+    fn clone_window_halves_on_lock_timeouts_and_grows_back() {
+        let s = CloneSlots::new(8);
+        for i in 0..8 {
+            assert!(s.acquire("dc-a", 9000, &format!("u{i}")));
+        }
+        assert!(!s.acquire("dc-a", 9000, "u8"), "at the ceiling");
+        // u0's clone failed on a lock (its slot is released first): 7
+        // still run, so the window is 3.
+        s.release("u0");
+        assert_eq!(s.congested("dc-a", 9000), 3);
+        assert!(!s.acquire("dc-a", 9000, "u8"), "7 still running > 3");
+        for i in 1..6 {
+            s.release(&format!("u{i}"));
+        }
+        assert_eq!(s.in_use("dc-a", 9000), 2);
+        assert!(s.acquire("dc-a", 9000, "u8"));
+        assert!(!s.acquire("dc-a", 9000, "u9"));
+        // Repeated timeouts never close the window.
+        for _ in 0..10 {
+            s.congested("dc-a", 9000);
+        }
+        assert_eq!(s.window("dc-a", 9000), 1);
+        // Successes grow it by one each, up to the ceiling.
+        for _ in 0..20 {
+            s.succeeded("dc-a", 9000);
+        }
+        assert_eq!(s.window("dc-a", 9000), 8);
+        // Other templates and clusters are untouched.
+        assert_eq!(s.window("dc-b", 9000), 8);
     }
 
     #[test]

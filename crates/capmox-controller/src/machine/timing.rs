@@ -107,11 +107,16 @@ impl Operation {
     }
 }
 
+/// How far past its expected end a task is first polled (a fraction of
+/// the expectation): small, since [`observation`] keeps expectations from
+/// creeping above the real durations.
+pub const MARGIN: f64 = 0.02;
+
 /// Weight of a new observation in the average.
 pub const ALPHA: f64 = 0.3;
 
 /// When to poll next: `expected − elapsed` while the task should still run
-/// (plus 5 % so the poll lands just after the end); afterwards short steps
+/// (plus 2 % so the poll lands just after the end); afterwards short steps
 /// of a tenth of the expectation doubling per extra poll, capped at half of
 /// it and at least `floor`.
 pub fn next_poll(
@@ -122,12 +127,29 @@ pub fn next_poll(
 ) -> Duration {
     if elapsed < expected {
         let remaining = expected - elapsed;
-        return (remaining + expected.mul_f64(0.05)).max(floor);
+        return (remaining + expected.mul_f64(MARGIN)).max(floor);
     }
     let step = expected
         .mul_f64(0.1)
         .saturating_mul(1u32 << late_polls.min(16));
     step.min(expected.mul_f64(0.5)).max(floor)
+}
+
+/// What a finished task says about its duration, for [`TaskTimer::observe`].
+///
+/// Proxmox's task status has no end time, so the end is only bracketed by
+/// polls: after the last poll that found the task running (`seen_running`,
+/// since issue) and no later than the poll that found it done (`took`).
+/// With a bracket its middle is learned. Found done on the first poll,
+/// `took` is only an upper bound — learning it would let the expectation
+/// creep up by the poll's margin on every task — so a value a little below
+/// the current expectation is learned instead: expectations drift down until
+/// a poll comes early, and that poll's bracket corrects them.
+pub fn observation(took: Duration, seen_running: Option<Duration>, expected: Duration) -> Duration {
+    match seen_running {
+        Some(p) if p < took => p + (took - p) / 2,
+        _ => took.min(expected).mul_f64(0.97),
+    }
 }
 
 /// When to check the bootstrap sentinel again after a check that did not
@@ -219,8 +241,8 @@ mod tests {
     #[test]
     fn polls_land_after_the_expected_end_then_back_off() {
         let floor = ms(10);
-        assert_eq!(next_poll(ms(1000), ms(0), 0, floor), ms(1050));
-        assert_eq!(next_poll(ms(1000), ms(900), 0, floor), ms(150));
+        assert_eq!(next_poll(ms(1000), ms(0), 0, floor), ms(1020));
+        assert_eq!(next_poll(ms(1000), ms(900), 0, floor), ms(120));
         assert_eq!(next_poll(ms(1000), ms(1000), 0, floor), ms(100));
         assert_eq!(next_poll(ms(1000), ms(1500), 1, floor), ms(200));
         assert_eq!(
@@ -229,6 +251,38 @@ mod tests {
             "capped at half"
         );
         assert_eq!(next_poll(ms(20), ms(40), 0, floor), floor);
+    }
+
+    #[test]
+    fn observations_never_creep_up_on_first_poll_hits() {
+        // Found done on the first poll (at expected + 2 %): learn a bit less.
+        assert_eq!(observation(ms(1020), None, ms(1000)), ms(970));
+        // Found running at 1050 ms, done at 1150 ms: the middle.
+        assert_eq!(observation(ms(1150), Some(ms(1050)), ms(1000)), ms(1100));
+        // A task that really takes 1000 ms, polled as the controller does:
+        // the expectation settles near it instead of growing without bound.
+        // The guess (60 s × 0.02 = 1.2 s) is 20 % above the real duration.
+        let t = TaskTimer::new(0.02);
+        let real = ms(1000);
+        let floor = ms(10);
+        let mut polls = 0;
+        for _ in 0..200 {
+            let e = t.expected("dc-a", Operation::Clone);
+            let mut at = next_poll(e, Duration::ZERO, 0, floor);
+            let mut seen = None;
+            let mut late = 0;
+            polls += 1;
+            while at < real {
+                seen = Some(at);
+                late += 1;
+                at += next_poll(e, at, late, floor);
+                polls += 1;
+            }
+            t.observe("dc-a", Operation::Clone, observation(at, seen, e));
+        }
+        let e = t.expected("dc-a", Operation::Clone);
+        assert!(e > ms(850) && e < ms(1100), "settled at {e:?}");
+        assert!(polls < 280, "{polls} polls for 200 tasks");
     }
 
     #[test]

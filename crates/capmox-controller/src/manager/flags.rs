@@ -26,8 +26,11 @@ pub struct Flags {
     #[arg(long, env = "CAPMOX_WATCH_FILTER")]
     pub watch_filter: Option<String>,
 
-    /// Reconciles running at once per controller.
-    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 10)]
+    /// Reconciles running at once per controller. A machine reconcile is
+    /// short and waits on the network (one Proxmox step, a few reads), so
+    /// this is high enough that a few hundred machines never queue behind
+    /// each other; memory per slot is negligible.
+    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 32)]
     pub concurrency: u16,
 
     /// Address of the Prometheus `/metrics` endpoint.
@@ -105,8 +108,11 @@ pub struct Flags {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     pub pve_timeout: Duration,
 
-    /// Clones running at once per (Proxmox cluster, template).
-    #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 4)]
+    /// Most clones running at once per (Proxmox cluster, template). The
+    /// controller starts there and halves its window when a clone fails on
+    /// a storage lock timeout, growing it again by one per successful clone;
+    /// lower it for storages known to serialise allocations.
+    #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 128)]
     pub clone_concurrency: usize,
 
     /// How long a graceful shutdown may take before in-flight reconciles are dropped.
@@ -173,11 +179,11 @@ mod tests {
         assert_eq!(f.log_format, LogFormat::Text);
         let o = f.controller_options();
         assert_eq!(o.namespace, None);
-        assert_eq!(o.concurrency, 10);
+        assert_eq!(o.concurrency, 32);
         assert_eq!(o.probe_period, Duration::from_secs(60));
         assert_eq!(o.probe_timeout, Duration::from_secs(10));
         assert_eq!(o.pve_call_timeout, Duration::from_secs(60));
-        assert_eq!(f.machine_options().clone_concurrency, 4);
+        assert_eq!(f.machine_options().clone_concurrency, 128);
 
         let f = Flags::try_parse_from([
             "capmox-controller",
