@@ -153,8 +153,8 @@ pub fn one_line(o: &Outcome) -> String {
 /// The summary table (one row per scenario).
 pub fn summary(results: &[ScenarioResult]) -> String {
     let mut t = String::new();
-    t.push_str("| scenario | machines | to all provisioned | lower bound | ratio (target) | to all deleted | PVE calls / provisioned machine (≤ 15) | PVE calls / deleted machine (≤ 6) | reconciles / machine (up + down) | controller peak RSS | controller CPU | leftovers VMs / ISOs / claims / addresses |\n");
-    t.push_str("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n");
+    t.push_str("| scenario | machines | to all provisioned | lower bound | ratio (target) | slowest machine ÷ bound | to all deleted | PVE calls / provisioned machine (≤ 15) | PVE calls / deleted machine (≤ 6) | reconciles / machine (up + down) | controller peak RSS | controller CPU | leftovers VMs / ISOs / claims / addresses |\n");
+    t.push_str("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in results {
         match r {
             ScenarioResult::Failed {
@@ -164,7 +164,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
             } => {
                 let _ = writeln!(
                     t,
-                    "| {} | {} | failed after {:.0} s real: {} |||||||||||",
+                    "| {} | {} | failed after {:.0} s real: {} ||||||||||||",
                     scenario.name,
                     scenario.machines(),
                     after.as_secs_f64(),
@@ -192,6 +192,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
                     (Some(r), None) => format!("{r:.2}"),
                     _ => "–".into(),
                 };
+                let own = o.machine_ratio().map_or("–".into(), |r| format!("{r:.2}"));
                 let down = o
                     .down
                     .as_ref()
@@ -207,7 +208,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
                 let l = &o.leftovers;
                 let _ = writeln!(
                     t,
-                    "| {} | {} | {provisioned} | {lb} | {ratio} | {down} | {up_calls:.1} {} | {} | {rec:.1} | {:.1} MiB | {:.1} s | {} / {} / {} / {}{} |",
+                    "| {} | {} | {provisioned} | {lb} | {ratio} | {own} | {down} | {up_calls:.1} {} | {} | {rec:.1} | {:.1} MiB | {:.1} s | {} / {} / {} / {}{} |",
                     o.scenario.name,
                     o.up.machines,
                     mark(up_calls <= targets::CALLS_PER_PROVISIONED),
@@ -421,7 +422,7 @@ pub fn generated(info: &RunInfo, results: &[ScenarioResult]) -> String {
     t.push_str(&summary(results));
     let _ = writeln!(
         t,
-        "\nTimes in simulated seconds (real ÷ time scale). PVE calls are the controller's own (`capmox_pve_requests_total`); pve-sim's count, which also holds the kubelet stand-in's guest-agent probes, is in the details. Targets beside the figures; nothing is asserted.\n"
+        "\nTimes in simulated seconds (real ÷ time scale). PVE calls are the controller's own (`capmox_pve_requests_total`); pve-sim's count, which also holds the kubelet stand-in's guest-agent probes, is in the details. The ratio is wall time from the scale request to the last machine provisioned over the bound; \"slowest machine ÷ bound\" counts each machine from its ProxmoxMachine's creation, leaving out the CAPI stand-in's time to create the objects. Targets beside the figures; nothing is asserted.\n"
     );
     t.push_str(&details(results, info.cores));
     let _ = writeln!(t, "{END}");

@@ -176,6 +176,16 @@ impl Outcome {
         let lb = self.lower_bound.as_ref()?.total.as_secs_f64();
         (lb > 0.0 && self.up.reached == self.up.machines).then(|| self.up.wall.as_secs_f64() / lb)
     }
+
+    /// The controller's own share: the slowest machine's time from its
+    /// ProxmoxMachine's creation to provisioned, over the lower bound (the
+    /// wall-time [`Outcome::ratio`] also holds the CAPI stand-in's time to
+    /// create the objects).
+    pub fn machine_ratio(&self) -> Option<f64> {
+        let lb = self.lower_bound.as_ref()?.total.as_secs_f64();
+        let slowest = self.up.per_machine.iter().max()?.as_secs_f64();
+        (lb > 0.0 && self.up.reached == self.up.machines).then(|| slowest / lb)
+    }
 }
 
 /// Runs one scenario in a fresh environment.
