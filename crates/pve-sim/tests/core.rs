@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{Api, client_for, fast_config, start};
+use common::{Api, client_for, fast_config, schema_present, start};
 use serde_json::json;
 
 #[tokio::test]
@@ -284,7 +284,16 @@ async fn nodes_and_resources() {
     let r = a.get("/cluster/resources?type=node").await;
     assert_eq!(r.data()[3]["status"], "online");
     let r = a.get("/cluster/resources?type=pool").await;
-    assert_eq!(r.status, 400, "type enum from the schema: {r:?}");
+    if schema_present() {
+        assert_eq!(r.status, 400, "type enum from the schema: {r:?}");
+    } else {
+        // Without the schema file parameters are not validated; the
+        // unknown type lists nothing.
+        assert_eq!(
+            (r.status, r.data().as_array().map(Vec::len)),
+            (200, Some(0))
+        );
+    }
 }
 
 #[tokio::test]

@@ -159,7 +159,7 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     eo.kube_port = opts.kube_port;
     eo.wait_floor = opts.timeout;
     eo.log_level = "info".into();
-    screen.say("starting pve-sim, kube-sim, the CAPI stand-in and capmox-controller (first run builds the controller)...");
+    screen.say("starting pve-sim, kube-sim, the CAPI stand-in and capmox-controller (built first when missing or stale)...");
     let mut env = Env::start(eo).await?;
     let mut lines = vec!["pve-sim datacenters:".to_string()];
     for c in env.pve.clusters() {

@@ -7,16 +7,22 @@ use std::sync::Arc;
 use pve_sim::{SimCluster, SimConfig, Simulator};
 use serde_json::Value;
 
-/// The repository's copy of the official schema.
+/// The official schema, reference data beside the repository (not in it).
 pub const SCHEMA: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../../shared/pve-api/apidoc.json"
 );
 
+/// Whether the official schema file is there (reference data beside the
+/// repository, `../shared/pve-api/`; absent in a clone on its own).
+pub fn schema_present() -> bool {
+    std::path::Path::new(SCHEMA).exists()
+}
+
 /// The built-in default at time scale 0.001 (a 60 s clone takes 60 ms), seed 7,
 /// with the schema when the file is present.
 pub fn fast_config() -> SimConfig {
-    let schema = std::path::Path::new(SCHEMA).exists().then(|| SCHEMA.into());
+    let schema = schema_present().then(|| SCHEMA.into());
     SimConfig::builtin_default()
         .with_time_scale(0.001)
         .with_seed(7)
