@@ -87,7 +87,10 @@ pub fn controller_with(
         .default_backoff()
         .reflect(writer);
     let controller = Controller::for_stream(
-        watch_filter::changed(machine_events, triggers::machine_hash),
+        watch_filter::changed(
+            machine_events,
+            watch_filter::metadata_hash::<ProxmoxMachine>,
+        ),
         store.clone(),
     )
     .with_config(

@@ -24,11 +24,6 @@ use crate::watch_filter::{hash_json, hash_of, metadata_hash};
 /// `VirtualMachineProvisioned` reason of a machine waiting for its bootstrap Secret.
 pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
 
-/// Relevance hash of a ProxmoxMachine: metadata only (see the module table).
-pub fn machine_hash(m: &ProxmoxMachine) -> u64 {
-    metadata_hash(m)
-}
-
 /// Relevance hash of a CAPI Cluster.
 pub fn cluster_hash(c: &Cluster) -> u64 {
     hash_of(&(
