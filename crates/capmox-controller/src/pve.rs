@@ -22,7 +22,7 @@ pub use pve_client::api::qemu::config::{ConfigUpdate, PendingEntry, VmConfig};
 pub use pve_client::api::qemu::power::{ShutdownOptions, StartOptions, StopOptions};
 pub use pve_client::api::qemu::{DeleteOptions, VmListEntry, VmStatus};
 pub use pve_client::api::storage::{StorageInfo, StorageQuery, StorageVolume};
-pub use pve_client::api::tasks::{TaskLog, TaskStatus};
+pub use pve_client::api::tasks::{TaskListEntry, TaskLog, TaskStatus};
 pub use pve_client::api::version::VersionInfo;
 pub use pve_client::options::{DiskSize, DiskSlot};
 pub use pve_client::{
@@ -229,6 +229,19 @@ pub trait ProxmoxApi: Send + Sync + 'static {
 
     /// `GET /nodes/{node}/tasks/{upid}/status`.
     async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError>;
+
+    /// `GET /nodes/{node}/tasks?source=all&since=&limit=` (see
+    /// `PveClient::node_tasks`; `since` in Unix epoch seconds).
+    async fn node_tasks(
+        &self,
+        node: &NodeName,
+        since: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TaskListEntry>, PveError>;
+
+    /// What a stopped task's exit status means (see
+    /// `PveClient::task_ended`: success, or `TaskFailed` with the log tail).
+    async fn task_ended(&self, upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError>;
 
     /// `GET /nodes/{node}/tasks/{upid}/log?start=&limit=` (lines 0-based `start`).
     async fn task_log(&self, upid: &Upid, start: u64, limit: u64) -> Result<TaskLog, PveError>;
@@ -482,6 +495,19 @@ impl ProxmoxApi for PveClient {
 
     async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError> {
         PveClient::task_status(self, upid).await
+    }
+
+    async fn node_tasks(
+        &self,
+        node: &NodeName,
+        since: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TaskListEntry>, PveError> {
+        PveClient::node_tasks(self, node, since, limit).await
+    }
+
+    async fn task_ended(&self, upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError> {
+        PveClient::task_ended(self, upid, exitstatus).await
     }
 
     async fn task_log(&self, upid: &Upid, start: u64, limit: u64) -> Result<TaskLog, PveError> {

@@ -38,6 +38,9 @@ pub struct WatchRecord {
     pub object: Arc<Value>,
     /// The object before a modification (for selector transitions).
     pub prev: Option<Arc<Value>>,
+    /// `object` as JSON in one served version (`(version, bytes)`), written by
+    /// the first JSON watcher that sends it and reused by the others.
+    pub encoded: std::sync::OnceLock<(String, Vec<u8>)>,
 }
 
 /// The key of an object within its resource.
@@ -282,6 +285,7 @@ impl State {
                 kind,
                 object: stored.clone(),
                 prev,
+                encoded: std::sync::OnceLock::new(),
             },
         );
         stored
@@ -310,6 +314,7 @@ impl State {
                 kind: EventType::Deleted,
                 object: last.clone(),
                 prev,
+                encoded: std::sync::OnceLock::new(),
             },
         );
         last

@@ -101,19 +101,7 @@ impl PveClient {
                     let exitstatus = st
                         .exitstatus
                         .unwrap_or_else(|| "unexpected status".to_owned());
-                    return match success_warnings(&exitstatus) {
-                        Some(warnings) => {
-                            if warnings > 0 {
-                                tracing::info!(upid = %upid, %exitstatus, "task finished with warnings");
-                            }
-                            Ok(TaskOutcome {
-                                upid: upid.clone(),
-                                exitstatus,
-                                warnings,
-                            })
-                        }
-                        None => Err(self.task_failed(upid, exitstatus).await),
-                    };
+                    return self.task_ended(upid, exitstatus).await;
                 }
                 Err(e) if e.is_retryable() && started.elapsed() < options.deadline => {
                     tracing::debug!(upid = %upid, error = %e, "task poll failed; will poll again");
@@ -131,6 +119,36 @@ impl PveClient {
                 });
             }
             tokio::time::sleep(pause.min(options.deadline - elapsed)).await;
+        }
+    }
+
+    /// What a stopped task's exit status means, as [`PveClient::wait_task`]
+    /// answers it: `OK` and `WARNINGS: <n>` are success; anything else is
+    /// [`PveError::TaskFailed`] with the last [`LOG_TAIL_LINES`] log lines
+    /// (read with up to two `GET …/tasks/{upid}/log` calls). For exit
+    /// statuses learned elsewhere, e.g. from a node's task list
+    /// ([`PveClient::node_tasks`]).
+    ///
+    /// # Errors
+    /// [`PveError::TaskFailed`] for a failed task (a log that cannot be read
+    /// leaves `log_tail` empty).
+    pub async fn task_ended(
+        &self,
+        upid: &Upid,
+        exitstatus: String,
+    ) -> Result<TaskOutcome, PveError> {
+        match success_warnings(&exitstatus) {
+            Some(warnings) => {
+                if warnings > 0 {
+                    tracing::info!(upid = %upid, %exitstatus, "task finished with warnings");
+                }
+                Ok(TaskOutcome {
+                    upid: upid.clone(),
+                    exitstatus,
+                    warnings,
+                })
+            }
+            None => Err(self.task_failed(upid, exitstatus).await),
         }
     }
 

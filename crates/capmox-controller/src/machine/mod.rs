@@ -16,9 +16,11 @@
 //! | [`claims`] | IP address claims (CAPI IPAM contract) |
 //! | [`resources`] | shared `/cluster/resources` snapshots |
 //! | [`timing`] | learned task durations, when to poll |
+//! | [`node_tasks`] | one task list per node answers for every task awaited there |
 //! | [`runtime`] | what the controller keeps in memory between reconciles |
 //! | [`freshness`] | never deciding from an object older than our own last write |
 //! | [`status`] | providerID, conditions, the status write |
+//! | [`stores`] | the watched objects a reconcile reads, without a request each |
 //! | [`triggers`] | which watched changes wake a machine (and which do not) |
 //!
 //! The controller ([`controller`]) watches ProxmoxMachines, their owner
@@ -32,12 +34,14 @@ pub mod decide;
 pub mod disks;
 pub mod freshness;
 pub mod marker;
+pub mod node_tasks;
 pub mod placement;
 pub mod reconcile;
 pub mod resources;
 pub mod runtime;
 pub mod scheduler;
 pub mod status;
+pub mod stores;
 pub mod template;
 pub mod timing;
 pub mod triggers;
@@ -56,6 +60,7 @@ use kube::{Api, ResourceExt};
 
 pub use reconcile::{Context, error_policy, reconcile};
 pub use runtime::{MachineOptions, MachineRuntime};
+pub use stores::Stores;
 
 use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::CLUSTER_NAME_LABEL;
@@ -85,6 +90,7 @@ pub fn controller_with(
     let (store, writer) = reflector::store::<ProxmoxMachine>();
     let machine_events = watcher(machines, wc.clone())
         .default_backoff()
+        .modify(stores::strip_managed_fields)
         .reflect(writer);
     let controller = Controller::for_stream(
         watch_filter::changed(
@@ -99,22 +105,61 @@ pub fn controller_with(
     let store_pc = store.clone();
     let store_secret = store.clone();
     let store_cluster = store.clone();
+    // Each store is filled by the stream that wakes machines, before the
+    // wake is delivered: a reconcile woken by a change reads it.
+    let (owners_store, owners_writer) = reflector::store::<Machine>();
+    let (clusters_store, clusters_writer) = reflector::store::<Cluster>();
+    let (pcs_store, pcs_writer) = reflector::store::<ProxmoxCluster>();
+    let (secrets_store, secrets_writer) = reflector::store::<Secret>();
     let ctx = Arc::new(Context {
         shared: shared.clone(),
         runtime,
+        stores: Some(Stores::new(
+            store.clone(),
+            owners_store,
+            clusters_store,
+            pcs_store,
+            secrets_store,
+        )),
     });
     let owners = watch_filter::changed(
-        watcher(shared.scoped_api::<Machine>(), wc.clone()).default_backoff(),
+        watcher(shared.scoped_api::<Machine>(), wc.clone())
+            .default_backoff()
+            .modify(stores::strip_managed_fields)
+            .reflect(owners_writer),
         watch_filter::metadata_hash::<Machine>,
     );
     let clusters = watch_filter::changed(
-        watcher(shared.scoped_api::<Cluster>(), wc.clone()).default_backoff(),
+        watcher(shared.scoped_api::<Cluster>(), wc.clone())
+            .default_backoff()
+            .modify(stores::strip_managed_fields)
+            .reflect(clusters_writer),
         triggers::cluster_hash,
     );
     let proxmox_clusters = watch_filter::changed(
-        watcher(shared.scoped_api::<ProxmoxCluster>(), wc).default_backoff(),
+        watcher(shared.scoped_api::<ProxmoxCluster>(), wc)
+            .default_backoff()
+            .modify(stores::strip_managed_fields)
+            .reflect(pcs_writer),
         triggers::proxmox_cluster_hash,
     );
+    // Bootstrap Secrets: stored without their data (see `stores`).
+    let secrets = watcher(
+        shared.scoped_api::<Secret>(),
+        all.clone().labels(CLUSTER_NAME_LABEL),
+    )
+    .default_backoff()
+    .modify(stores::strip_secret)
+    .reflect(secrets_writer)
+    .touched_objects();
+    // Machines whose task a node's task list showed ended before their poll.
+    let wakes = ctx.runtime.take_wakes().map(|rx| {
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
+    });
+    let controller = match wakes {
+        Some(w) => controller.reconcile_on(w),
+        None => controller,
+    };
     controller
         .owns(shared.scoped_api::<IPAddressClaim>(), all.clone())
         .watches_stream(owners, |m: Machine| {
@@ -160,26 +205,21 @@ pub fn controller_with(
                 .map(|m| ObjectRef::from_obj(m.as_ref()))
                 .collect::<Vec<_>>()
         })
-        .watches(
-            shared.scoped_api::<Secret>(),
-            all.labels(CLUSTER_NAME_LABEL),
-            move |s: Secret| {
-                // Bootstrap data of a cluster appeared or changed: only
-                // machines still waiting for theirs care.
-                let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned();
-                let ns = s.namespace();
-                store_secret
-                    .state()
-                    .into_iter()
-                    .filter(|m| {
-                        m.namespace() == ns
-                            && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
-                    })
-                    .filter(|m| triggers::waits_for_bootstrap_data(m))
-                    .map(|m| ObjectRef::from_obj(m.as_ref()))
-                    .collect::<Vec<_>>()
-            },
-        )
+        .watches_stream(secrets, move |s: Secret| {
+            // Bootstrap data of a cluster appeared or changed: only
+            // machines still waiting for theirs care.
+            let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned();
+            let ns = s.namespace();
+            store_secret
+                .state()
+                .into_iter()
+                .filter(|m| {
+                    m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
+                })
+                .filter(|m| triggers::waits_for_bootstrap_data(m))
+                .map(|m| ObjectRef::from_obj(m.as_ref()))
+                .collect::<Vec<_>>()
+        })
         .graceful_shutdown_on(shared.shutdown_signal())
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

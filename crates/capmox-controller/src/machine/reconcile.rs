@@ -40,10 +40,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 use pve_client::{TaskFailureKind, VmLock, WaitOptions};
 use tokio::time::Instant;
@@ -56,12 +56,14 @@ use super::decide::{
 };
 use super::freshness::{self, Freshness};
 use super::marker::{Marker, Ownership};
+use super::node_tasks::Answer;
 use super::placement::{self, InstanceFacts};
 use super::runtime::{BootstrapCheck, MachineRuntime};
 use super::scheduler::{self, Locality, Request};
 use super::status::{self, FINALIZER};
+use super::stores::{self, Stores};
 use super::template::{self, Resolved, TemplateError};
-use super::timing::{Operation, next_poll, observation};
+use super::timing::{GRID, Operation, next_poll, observation, on_grid};
 use super::{addresses, vmconfig, vmid};
 use crate::api::machine::{DeviceAddresses, NetworkStatus};
 use crate::api::validation::{summarize, validate_machine, validate_machine_for_cluster};
@@ -88,10 +90,17 @@ pub struct Context {
     pub shared: Arc<Shared>,
     /// The machine controller's memory.
     pub runtime: Arc<MachineRuntime>,
+    /// The watched objects a reconcile reads; `None` (tests driving
+    /// reconciles by hand): every read is a request.
+    pub stores: Option<Stores>,
 }
 
 /// The controller name in metrics.
 pub const CONTROLLER: &str = "proxmoxmachine";
+
+/// Polls past a task's expected end after which its status is read
+/// directly rather than from its node's task list.
+const DIRECT_AFTER_LATE_POLLS: u32 = 3;
 
 /// Steps per reconcile before requeueing (observations and synchronous
 /// steps continue in the same reconcile).
@@ -387,15 +396,18 @@ impl<'a> Exec<'a> {
 
     async fn gather(&mut self) -> Result<(), Error> {
         let kube = self.ctx.shared.kube.clone();
+        let st = self.ctx.stores.as_ref();
+        if let Some(st) = st {
+            st.ready().await?;
+        }
         if let Some(o) = owner_of_kind(&self.machine.metadata, "cluster.x-k8s.io", "Machine") {
-            self.owner = Api::<Machine>::namespaced(kube.clone(), &self.ns)
-                .get_opt(&o.name)
-                .await?;
+            self.owner =
+                stores::read_through(st.map(|s| &s.owners), &kube, &self.ns, &o.name).await?;
         }
         if let Some(cluster_name) = self.machine.labels().get(CLUSTER_NAME_LABEL) {
-            self.cluster = Api::<Cluster>::namespaced(kube.clone(), &self.ns)
-                .get_opt(cluster_name)
-                .await?;
+            self.cluster =
+                stores::read_through(st.map(|s| &s.clusters), &kube, &self.ns, cluster_name)
+                    .await?;
             self.pc = self.find_proxmox_cluster(cluster_name).await?;
         }
         self.facts.paused = is_paused(self.cluster.as_ref(), &self.machine.metadata);
@@ -410,31 +422,11 @@ impl<'a> Exec<'a> {
             let ready = match owner.bootstrap_secret() {
                 None => false,
                 Some(secret) => {
-                    match Api::<Secret>::namespaced(kube.clone(), &self.ns)
-                        .get_opt(secret)
-                        .await?
-                    {
-                        Some(s) => {
-                            let key = |k: &str| {
-                                s.data
-                                    .as_ref()
-                                    .and_then(|d| d.get(k))
-                                    .map(|b| b.0.clone())
-                                    .or_else(|| {
-                                        s.string_data
-                                            .as_ref()
-                                            .and_then(|d| d.get(k))
-                                            .map(|v| v.clone().into_bytes())
-                                    })
-                            };
-                            let value = key("value");
-                            let format =
-                                key("format").map(|f| String::from_utf8_lossy(&f).into_owned());
+                    match stores::bootstrap_presence(st, &kube, &self.ns, secret).await? {
+                        Some(p) => {
                             self.facts.bootstrap_format_error =
-                                crate::cloudinit::BootstrapFormat::parse(format.as_deref()).err();
-                            let ready = value.is_some();
-                            self.bootstrap = value;
-                            ready
+                                crate::cloudinit::BootstrapFormat::parse(p.format.as_deref()).err();
+                            p.has_value
                         }
                         None => false,
                     }
@@ -481,7 +473,7 @@ impl<'a> Exec<'a> {
         &self,
         cluster_name: &str,
     ) -> Result<Option<ProxmoxCluster>, Error> {
-        let api: Api<ProxmoxCluster> = Api::namespaced(self.ctx.shared.kube.clone(), &self.ns);
+        let st = self.ctx.stores.as_ref();
         let by_ref = self
             .cluster
             .as_ref()
@@ -489,11 +481,37 @@ impl<'a> Exec<'a> {
             .filter(|r| r.kind == "ProxmoxCluster")
             .map(|r| r.name.clone());
         if let Some(name) = by_ref
-            && let Some(pc) = api.get_opt(&name).await?
+            && let Some(pc) = stores::read_through(
+                st.map(|s| &s.proxmox_clusters),
+                &self.ctx.shared.kube,
+                &self.ns,
+                &name,
+            )
+            .await?
         {
             return Ok(Some(pc));
         }
-        let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster_name}"));
+        self.labelled_proxmox_cluster(&self.ns, cluster_name).await
+    }
+
+    /// The ProxmoxCluster labelled with CAPI cluster `cluster` in `ns`:
+    /// from the store, else one LIST.
+    async fn labelled_proxmox_cluster(
+        &self,
+        ns: &str,
+        cluster: &str,
+    ) -> Result<Option<ProxmoxCluster>, Error> {
+        if let Some(st) = self.ctx.stores.as_ref() {
+            let labelled = st.proxmox_clusters.state().into_iter().find(|pc| {
+                pc.namespace().as_deref() == Some(ns)
+                    && pc.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
+            });
+            if let Some(pc) = labelled {
+                return Ok(Some((*pc).clone()));
+            }
+        }
+        let api: Api<ProxmoxCluster> = Api::namespaced(self.ctx.shared.kube.clone(), ns);
+        let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
         Ok(api.list(&lp).await?.items.into_iter().next())
     }
 
@@ -679,12 +697,9 @@ impl<'a> Exec<'a> {
                 .as_ref()
                 .map(|(_, at, polls)| (at.elapsed(), *polls))
                 .unwrap_or((Duration::ZERO, 0));
-            return Some(next_poll(
-                self.rt.timer.expected(&identity, *op),
-                elapsed,
-                late,
-                floor,
-            ));
+            let expected = self.rt.timer.expected(&identity, *op);
+            let delay = next_poll(expected, elapsed, late, floor);
+            return Some(on_grid(Instant::now(), delay, expected.mul_f64(GRID)));
         }
         if matches!(self.facts.agent, Some(AgentFact::NotYet(_))) {
             let elapsed = memo.started_at.map(|t| t.elapsed()).unwrap_or_default();
@@ -961,19 +976,47 @@ impl<'a> Exec<'a> {
         })
     }
 
-    async fn cluster_machines(&self) -> Result<Vec<ProxmoxMachine>, Error> {
+    /// The other ProxmoxMachines of this machine's CAPI cluster: from the
+    /// store, each overlaid with what this process last wrote for it (the
+    /// store may not show a placement made a moment ago), else one LIST.
+    async fn cluster_machines(&self) -> Result<Vec<Arc<ProxmoxMachine>>, Error> {
         let Some(cluster) = self.machine.labels().get(CLUSTER_NAME_LABEL) else {
             return Ok(Vec::new());
         };
-        let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
-        Ok(self
-            .api
-            .list(&lp)
-            .await?
-            .items
+        let all = match self.ctx.stores.as_ref() {
+            Some(st) => st
+                .cluster_machines(&self.ns, cluster)
+                .into_iter()
+                .map(|m| self.latest_known(m))
+                .collect(),
+            None => {
+                let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
+                self.api
+                    .list(&lp)
+                    .await?
+                    .items
+                    .into_iter()
+                    .map(Arc::new)
+                    .collect::<Vec<_>>()
+            }
+        };
+        Ok(all
             .into_iter()
             .filter(|m| m.uid().as_deref() != Some(self.uid.as_str()))
             .collect())
+    }
+
+    /// `m` as stored, unless this process wrote it since (the store lags
+    /// our own writes): then the object that write returned.
+    fn latest_known(&self, m: Arc<ProxmoxMachine>) -> Arc<ProxmoxMachine> {
+        let written = m.uid().and_then(|uid| self.rt.written(&uid));
+        match freshness::classify(m.resource_version().as_deref(), written.as_ref()) {
+            Freshness::Stale => match written.and_then(|w| w.object) {
+                Some(w) => Arc::new(w),
+                None => m,
+            },
+            _ => m,
+        }
     }
 
     async fn choose_instance(&mut self) -> Result<Flow, Error> {
@@ -1246,10 +1289,14 @@ impl<'a> Exec<'a> {
             Err(msg) => return stop("InstanceUnreachable", msg, Until::Backoff),
         };
         let memo = self.rt.memo(&self.uid);
+        // A node's task list already showed the task ended (another
+        // machine's poll read it, and woke this one).
+        let known_end = self.rt.node_tasks.ended(&inst.identity, &upid);
         // Woken before the poll this reconcile asked for (a watched object
         // changed): the task is not due, and asking Proxmox now would only
         // cost a call. Its end is read at the requeue.
         if let (Some((u, _, _)), Some(due)) = (&memo.task, memo.task_poll_at)
+            && known_end.is_none()
             && *u == text
             && !self.facts.deleting
             && Instant::now() + self.rt.scaled(self.rt.options.poll_floor) < due
@@ -1274,12 +1321,8 @@ impl<'a> Exec<'a> {
                 });
             }
         }
-        let once = WaitOptions {
-            deadline: Duration::ZERO,
-            initial_interval: Duration::from_millis(1),
-            max_interval: Duration::from_millis(1),
-        };
-        let fact = match inst.api.wait_task(&upid, once).await {
+        let memo = self.rt.memo(&self.uid);
+        let fact = match self.task_result(&inst, &upid, &memo, known_end).await {
             Ok(outcome) => {
                 if outcome.warnings > 0 {
                     self.event(
@@ -1326,6 +1369,7 @@ impl<'a> Exec<'a> {
             }
         };
         if !matches!(fact, TaskFact::Running(_)) {
+            self.rt.node_tasks.forget(&inst.identity, &upid);
             // Learn only from tasks whose start this process saw.
             let took = memo
                 .task
@@ -1348,6 +1392,66 @@ impl<'a> Exec<'a> {
         }
         self.facts.task = Some(fact);
         Flow::Continue
+    }
+
+    /// How task `upid` stands: its end as a node's task list showed it
+    /// (`known_end`, or one list read shared by every task of the node,
+    /// see [`node_tasks`](super::node_tasks)), else its own status read —
+    /// for a task the list does not show, when the list cannot be read, and
+    /// once the task runs [`DIRECT_AFTER_LATE_POLLS`] polls past its
+    /// expected end (the status is computed from the node's live process
+    /// table; the list comes from a file a crashed worker may leave stale).
+    ///
+    /// # Errors
+    /// As `wait_task` with a zero deadline: `TaskPending` while it runs,
+    /// `TaskFailed`, `NotFound` (the node forgot it), transport errors.
+    async fn task_result(
+        &self,
+        inst: &Instance,
+        upid: &Upid,
+        memo: &super::runtime::Memo,
+        known_end: Option<String>,
+    ) -> Result<pve_client::TaskOutcome, PveError> {
+        let late = memo.task.as_ref().map_or(0, |(_, _, polls)| *polls);
+        let exit = match known_end {
+            Some(e) => Some(e),
+            None if late >= DIRECT_AFTER_LATE_POLLS => None,
+            None => {
+                let due = memo.task_poll_at.unwrap_or_else(Instant::now);
+                let me = ObjectRef::new(&self.name).within(&self.ns);
+                match self
+                    .rt
+                    .node_tasks
+                    .status(inst.api.as_ref(), &inst.identity, upid, due, me)
+                    .await
+                {
+                    Ok(Answer::Ended(e)) => Some(e),
+                    Ok(Answer::Running) => {
+                        return Err(PveError::TaskPending {
+                            instance: inst.api.instance().to_string(),
+                            upid: upid.clone(),
+                            waited: Duration::ZERO,
+                        });
+                    }
+                    Ok(Answer::Unlisted) => None,
+                    Err(e) => {
+                        debug!(error = %e, node = upid.node().as_str(), "the node's task list cannot be read; reading the task's status");
+                        None
+                    }
+                }
+            }
+        };
+        match exit {
+            Some(e) => inst.api.task_ended(upid, e).await,
+            None => {
+                let once = WaitOptions {
+                    deadline: Duration::ZERO,
+                    initial_interval: Duration::from_millis(1),
+                    max_interval: Duration::from_millis(1),
+                };
+                inst.api.wait_task(upid, once).await
+            }
+        }
     }
 
     /// Adapts the clone window of `template` to how its clone ended:
@@ -1467,12 +1571,9 @@ impl<'a> Exec<'a> {
             .rt
             .scaled(self.rt.options.poll_floor)
             .max(Duration::from_millis(5));
-        let poll = next_poll(
-            self.rt.timer.expected(&identity, op),
-            Duration::ZERO,
-            0,
-            floor,
-        );
+        let expected = self.rt.timer.expected(&identity, op);
+        let poll = next_poll(expected, Duration::ZERO, 0, floor);
+        let poll = on_grid(Instant::now(), poll, expected.mul_f64(GRID));
         info!(%upid, op = op.as_str(), "task started");
         polled(reason, note, poll)
     }
@@ -2362,6 +2463,23 @@ impl<'a> Exec<'a> {
         let Some((node, _, node_name)) = self.vm_target() else {
             return stop("UploadFailed", "the VM's node is unknown", Until::Backoff);
         };
+        if self.bootstrap.is_none()
+            && let Some(secret) = self.owner.as_ref().and_then(|o| o.bootstrap_secret())
+        {
+            match stores::bootstrap_value(&self.ctx.shared.kube, &self.ns, secret).await {
+                Ok(v) => self.bootstrap = v,
+                Err(e) => {
+                    return stop(
+                        "WaitingForBootstrapData",
+                        format!(
+                            "cannot read the bootstrap data Secret {}/{secret}: {e}",
+                            self.ns
+                        ),
+                        Until::Backoff,
+                    );
+                }
+            }
+        }
         let seed = match self.seed_input(&config) {
             Ok(s) => s,
             Err(flow) => return flow,
@@ -2454,12 +2572,22 @@ impl<'a> Exec<'a> {
             .iter()
             .filter_map(|c| l2(&c.net).map(|(b, v)| (c.address, b, v)))
             .collect();
-        let all: Api<ProxmoxMachine> = Api::all(self.ctx.shared.kube.clone());
-        let list = match all.list(&ListParams::default()).await {
-            Ok(l) => l.items,
-            Err(e) => {
-                debug!(error = %e, "cannot list machines for the duplicate-address check");
-                return None;
+        let list: Vec<Arc<ProxmoxMachine>> = match self.ctx.stores.as_ref() {
+            Some(st) => st
+                .machines
+                .state()
+                .into_iter()
+                .map(|m| self.latest_known(m))
+                .collect(),
+            None => {
+                let all: Api<ProxmoxMachine> = Api::all(self.ctx.shared.kube.clone());
+                match all.list(&ListParams::default()).await {
+                    Ok(l) => l.items.into_iter().map(Arc::new).collect(),
+                    Err(e) => {
+                        debug!(error = %e, "cannot list machines for the duplicate-address check");
+                        return None;
+                    }
+                }
             }
         };
         let mut others = Vec::new();
@@ -2509,17 +2637,12 @@ impl<'a> Exec<'a> {
             };
             let same = match (&m.spec.instance, m.labels().get(CLUSTER_NAME_LABEL)) {
                 (Some(i), Some(cluster)) => {
-                    let pcs: Api<ProxmoxCluster> = Api::namespaced(
-                        self.ctx.shared.kube.clone(),
-                        &m.namespace().unwrap_or_default(),
-                    );
-                    let lp =
-                        ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
-                    match pcs
-                        .list(&lp)
+                    let ns = m.namespace().unwrap_or_default();
+                    match self
+                        .labelled_proxmox_cluster(&ns, cluster)
                         .await
                         .ok()
-                        .and_then(|l| l.items.into_iter().next())
+                        .flatten()
                     {
                         Some(pc) => self
                             .ctx

@@ -25,11 +25,15 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use kube::runtime::reflector::ObjectRef;
+
 use super::freshness::Written;
+use super::node_tasks::NodeTasks;
 use super::resources::{ResourceCache, StorageView};
 use super::scheduler::PendingVm;
 use super::timing::{Operation, TaskTimer};
 use super::vmid::VmidTable;
+use crate::api::ProxmoxMachine;
 use crate::backoff::Backoff;
 use crate::context::ControllerOptions;
 use crate::pve::VmConfig;
@@ -284,6 +288,11 @@ pub struct MachineRuntime {
     pub timer: TaskTimer,
     /// Per-object failure backoff.
     pub backoff: Backoff,
+    /// Task lists per node, and the tasks awaited there.
+    pub node_tasks: NodeTasks,
+    /// Wakes of [`MachineRuntime::node_tasks`], taken by the controller
+    /// ([`MachineRuntime::take_wakes`]).
+    wakes: Mutex<Option<tokio::sync::mpsc::Receiver<ObjectRef<ProxmoxMachine>>>>,
     memos: Mutex<HashMap<String, Memo>>,
     pending: Mutex<HashMap<(String, u32), (PendingVm, Instant)>>,
     templates: Mutex<HashMap<(String, u32), (VmConfig, Instant)>>,
@@ -300,7 +309,10 @@ impl MachineRuntime {
         } else {
             1.0
         };
+        let (node_tasks, wakes) = NodeTasks::new();
         MachineRuntime {
+            node_tasks,
+            wakes: Mutex::new(Some(wakes)),
             vmids: VmidTable::new(),
             clone_slots: CloneSlots::new(options.clone_concurrency),
             resources: ResourceCache::new(controller.scaled(options.resources_ttl)),
@@ -318,6 +330,16 @@ impl MachineRuntime {
             iso_storages: Mutex::new(HashMap::new()),
             written: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The receiver of machines to reconcile now because a node's task
+    /// list showed their task ended (see [`NodeTasks`]); `None` after the
+    /// first call (one controller consumes them).
+    pub fn take_wakes(&self) -> Option<tokio::sync::mpsc::Receiver<ObjectRef<ProxmoxMachine>>> {
+        self.wakes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     /// `d × time_scale`, at least 1 ms.

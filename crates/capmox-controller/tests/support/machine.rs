@@ -129,6 +129,7 @@ pub async fn world_with(opts: WorldOptions) -> World {
     let ctx = Arc::new(Context {
         shared: shared.clone(),
         runtime,
+        stores: None,
     });
     World {
         kube,
@@ -503,6 +504,7 @@ impl World {
                 &self.shared.options,
                 MachineOptions::default(),
             )),
+            stores: None,
         })
     }
 

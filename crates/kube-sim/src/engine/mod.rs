@@ -10,11 +10,13 @@
 mod delete;
 mod read;
 mod scale;
+mod view;
 mod write;
 
 pub use delete::{DeleteOptions, DeleteOutcome, Propagation};
 pub(crate) use delete::{FOREGROUND, ORPHAN, delete_locked};
-pub use read::{ListOptions, Selectors, WatchStart};
+pub use read::{ListOptions, ListResult, Selectors, WatchStart};
+pub use view::{ViewRef, view_ref};
 pub(crate) use write::store_update;
 pub use write::{FieldValidation, Subresource, WriteOptions, Written};
 

@@ -30,9 +30,10 @@ pub struct ListOptions {
 
 /// A page of a list.
 #[derive(Clone, Debug)]
-pub struct ListResult {
-    /// Items in the request's version.
-    pub items: Vec<Value>,
+pub struct ListResult<T = Value> {
+    /// Items in the request's version (`Value`), or in stored form (`Arc<Value>`,
+    /// from [`Engine::list_stored`]: serialise them through [`super::view_ref`]).
+    pub items: Vec<T>,
     /// The list's `resourceVersion`.
     pub resource_version: u64,
     /// `continue` token when more items follow.
@@ -119,18 +120,45 @@ const EXPIRED_CONTINUE: &str = "The provided continue parameter is too old to di
 impl Engine {
     /// Reads one object in the request's version (`404` when missing).
     pub fn get(&self, t: &Target, name: &str) -> Result<Value, ApiError> {
-        t.version_def()?;
-        let obj = self
-            .lock()
-            .get(&t.rt.storage, &t.key(name))
-            .ok_or_else(|| t.not_found(name))?;
+        let obj = self.get_stored(t, name)?;
         Ok(to_view(&t.rt, &t.version, &obj))
+    }
+
+    /// Reads one object in stored form (`404` when missing); serve it through
+    /// [`super::view_ref`].
+    pub fn get_stored(&self, t: &Target, name: &str) -> Result<Arc<Value>, ApiError> {
+        t.version_def()?;
+        self.lock()
+            .get(&t.rt.storage, &t.key(name))
+            .ok_or_else(|| t.not_found(name))
     }
 
     /// Lists objects. `400` for bad selectors or tokens, `410` for an expired `continue`
     /// token or an `Exact` version that is not the current one, `504` for a version
     /// newer than the server's.
     pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<ListResult, ApiError> {
+        let res = self.list_stored(t, opts)?;
+        Ok(ListResult {
+            items: res
+                .items
+                .iter()
+                .map(|o| to_view(&t.rt, &t.version, o))
+                .collect(),
+            resource_version: res.resource_version,
+            continue_token: res.continue_token,
+            remaining: res.remaining,
+        })
+    }
+
+    /// As [`Engine::list`], the items in stored form.
+    ///
+    /// # Errors
+    /// As [`Engine::list`].
+    pub fn list_stored(
+        &self,
+        t: &Target,
+        opts: &ListOptions,
+    ) -> Result<ListResult<Arc<Value>>, ApiError> {
         let sel = Selectors::parse(t, opts)?;
         let rv_param = opts.resource_version.as_deref().filter(|s| !s.is_empty());
         if opts.continue_token.is_some() && rv_param.is_some_and(|r| r != "0") {
@@ -219,9 +247,8 @@ impl Engine {
             }
             (items, list_rv, next, remaining)
         };
-        let items = raw.iter().map(|o| to_view(&t.rt, &t.version, o)).collect();
         Ok(ListResult {
-            items,
+            items: raw,
             resource_version: rv,
             // unknown (unset) when selectors filter the list, as kube-apiserver does
             remaining: next

@@ -434,15 +434,20 @@ fn crd_type(t: &Target, obj: &Value) -> Result<Option<ResourceType>, ApiError> {
         .map_err(|c| ApiError::invalid(&t.rt.group, &t.rt.kind, json::name(obj), c))
 }
 
-fn without(v: &Value, keys: &[&str]) -> Value {
-    match v {
-        Value::Object(m) => Value::Object(
-            m.iter()
-                .filter(|(k, _)| !keys.contains(&k.as_str()))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        other => other.clone(),
+/// Whether `a` and `b` differ outside the top-level `keys` (compared in place,
+/// without copying either object).
+fn differs_outside(a: &Value, b: &Value, keys: &[&str]) -> bool {
+    fn kept<'a>(
+        m: &'a serde_json::Map<String, Value>,
+        keys: &[&str],
+    ) -> Vec<(&'a String, &'a Value)> {
+        m.iter()
+            .filter(|(k, _)| !keys.contains(&k.as_str()))
+            .collect()
+    }
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => kept(x, keys) != kept(y, keys),
+        _ => a != b,
     }
 }
 
@@ -723,7 +728,7 @@ impl Engine {
             if v.status_subresource {
                 skip.push("status");
             }
-            if without(old, &skip) != without(&new, &skip) {
+            if differs_outside(old, &new, &skip) {
                 meta_mut(&mut new).insert("generation".into(), json!(json::generation(old) + 1));
             }
         }
@@ -1153,5 +1158,23 @@ impl Engine {
                 return Ok(w);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn differences_outside_skipped_keys() {
+        let skip = ["metadata", "status"];
+        let a = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "status": {"y": 1}});
+        let b = json!({"metadata": {"name": "b"}, "spec": {"x": 1}, "status": {"y": 2}});
+        let c = json!({"metadata": {"name": "a"}, "spec": {"x": 2}});
+        let d = json!({"metadata": {"name": "a"}, "spec": {"x": 1}, "extra": true});
+        assert!(!differs_outside(&a, &b, &skip));
+        assert!(differs_outside(&a, &c, &skip));
+        assert!(differs_outside(&a, &d, &skip));
+        assert!(differs_outside(&json!(1), &json!(2), &skip));
     }
 }

@@ -70,9 +70,9 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 /// A JSON response with optional `Warning` headers.
-pub fn json_response(
+pub fn json_response<T: serde::Serialize + ?Sized>(
     code: StatusCode,
-    body: &Value,
+    body: &T,
     warnings: &[String],
     content_type: &str,
 ) -> Response {

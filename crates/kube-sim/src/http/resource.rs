@@ -9,8 +9,8 @@ use super::watch::{self, WatchParams};
 use super::{App, json_response};
 use crate::api_error::{ApiError, Cause};
 use crate::engine::{
-    DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, Propagation, Subresource, Target,
-    WriteOptions, Written, to_view,
+    DeleteOptions, DeleteOutcome, FieldValidation, ListOptions, ListResult, Propagation,
+    Subresource, Target, ViewRef, WriteOptions, Written, to_view, view_ref,
 };
 use crate::patch::PatchType;
 use axum::http::{HeaderMap, Method, StatusCode, header};
@@ -195,6 +195,30 @@ fn written(t: &Target, output: Output, w: Written) -> Response {
     )
 }
 
+/// A JSON list response over stored objects; fields in the order
+/// `serde_json` writes a `json!` document (sorted keys), so the bytes equal
+/// those of the list built from copied views.
+#[derive(serde::Serialize)]
+struct StoredList<'a> {
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    items: Vec<ViewRef<'a>>,
+    kind: &'a str,
+    metadata: Value,
+}
+
+/// A list's `metadata`: `resourceVersion`, `continue`, `remainingItemCount`.
+fn list_meta<T>(res: &ListResult<T>) -> Value {
+    let mut meta = json!({"resourceVersion": res.resource_version.to_string()});
+    if let Some(c) = &res.continue_token {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = res.remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    meta
+}
+
 /// Handles a request on a resource path.
 pub fn handle(
     app: &Arc<App>,
@@ -265,14 +289,22 @@ pub fn handle(
                     },
                 );
             }
+            if output == Output::Json {
+                let res = engine.list_stored(&t, &opts)?;
+                let doc = StoredList {
+                    api_version: t.api_version(),
+                    items: res
+                        .items
+                        .iter()
+                        .map(|o| view_ref(&t.rt, &t.version, o))
+                        .collect(),
+                    kind: &t.rt.list_kind,
+                    metadata: list_meta(&res),
+                };
+                return Ok(json_response(StatusCode::OK, &doc, &[], "application/json"));
+            }
             let res = engine.list(&t, &opts)?;
-            let mut meta = json!({"resourceVersion": res.resource_version.to_string()});
-            if let Some(c) = &res.continue_token {
-                meta["continue"] = json!(c);
-            }
-            if let Some(r) = res.remaining {
-                meta["remainingItemCount"] = json!(r);
-            }
+            let meta = list_meta(&res);
             let doc = match output {
                 Output::Json => json!({
                     "apiVersion": t.api_version(),
@@ -289,6 +321,15 @@ pub fn handle(
                 "application/json"
             };
             Ok(json_response(StatusCode::OK, &doc, &[], ct))
+        }
+        (Method::GET, Some(name)) if output == Output::Json => {
+            let obj = engine.get_stored(&t, name)?;
+            Ok(json_response(
+                StatusCode::OK,
+                &view_ref(&t.rt, &t.version, &obj),
+                &[],
+                "application/json",
+            ))
         }
         (Method::GET, Some(name)) => {
             let obj = engine.get(&t, name)?;

@@ -17,7 +17,7 @@ use super::App;
 use super::negotiate::Output;
 use super::table::{IncludeObject, partial_metadata, table};
 use crate::api_error::ApiError;
-use crate::engine::{ListOptions, Selectors, Target, WatchStart, to_view};
+use crate::engine::{ListOptions, Selectors, Target, WatchStart, to_view, view_ref};
 use crate::store::{EventType, Subscription, WatchRecord};
 use axum::body::{Body, Bytes};
 use axum::http::{StatusCode, header};
@@ -91,9 +91,53 @@ impl Renderer {
             EventType::Deleted if now || before => "DELETED",
             _ => return None,
         };
+        if self.output == Output::Json {
+            return Some(self.json_line(kind, rec));
+        }
         Some(line(kind, self.render(&rec.object)))
     }
 
+    /// The event line for JSON output: the object is encoded once per
+    /// record and version and shared by every watcher (the bytes equal
+    /// [`line`] over [`Renderer::render`]).
+    fn json_line(&self, kind: &str, rec: &WatchRecord) -> Bytes {
+        let (version, cached) = rec
+            .encoded
+            .get_or_init(|| (self.t.version.clone(), self.encode(&rec.object)));
+        if *version == self.t.version {
+            framed(kind, cached)
+        } else {
+            framed(kind, &self.encode(&rec.object))
+        }
+    }
+
+    /// An object line (`ADDED` of the initial list and the like).
+    fn object_line(&self, kind: &str, stored: &Value) -> Bytes {
+        if self.output == Output::Json {
+            framed(kind, &self.encode(stored))
+        } else {
+            line(kind, self.render(stored))
+        }
+    }
+
+    /// A stored object as JSON in the watched version.
+    fn encode(&self, stored: &Value) -> Vec<u8> {
+        serde_json::to_vec(&view_ref(&self.t.rt, &self.t.version, stored)).unwrap_or_default()
+    }
+}
+
+/// `{"object":<object>,"type":"<kind>"}` and a newline, as [`line`] writes it.
+fn framed(kind: &str, object: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(object.len() + kind.len() + 24);
+    v.extend_from_slice(br#"{"object":"#);
+    v.extend_from_slice(object);
+    v.extend_from_slice(br#","type":""#);
+    v.extend_from_slice(kind.as_bytes());
+    v.extend_from_slice(b"\"}\n");
+    Bytes::from(v)
+}
+
+impl Renderer {
     fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
         let (av, kind) = match self.output {
             Output::Json => (self.t.api_version(), self.t.rt.kind.clone()),
@@ -174,7 +218,7 @@ pub fn serve(
     } = sub;
     tokio::spawn(async move {
         for obj in &initial {
-            if r.matches(obj) && tx.send(line("ADDED", r.render(obj))).await.is_err() {
+            if r.matches(obj) && tx.send(r.object_line("ADDED", obj)).await.is_err() {
                 return;
             }
         }
@@ -241,4 +285,63 @@ pub fn serve(
         }
     });
     Ok(streaming(rx, params.output))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::builtin;
+
+    fn renderer(version: &str) -> Renderer {
+        let rt = builtin::all()
+            .into_iter()
+            .find(|r| r.kind == "Secret")
+            .map(Arc::new)
+            .unwrap();
+        let t = Target {
+            rt,
+            version: version.into(),
+            namespace: Some("ns".into()),
+        };
+        let sel = Selectors::parse(&t, &ListOptions::default()).unwrap();
+        Renderer {
+            t,
+            sel,
+            output: Output::Json,
+            include: IncludeObject::default(),
+        }
+    }
+
+    #[test]
+    fn shared_json_lines_equal_the_rendered_ones() {
+        let r = renderer("v1");
+        let object = json!({
+            "apiVersion": "v1", "data": {"k": "dg=="},
+            "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "7"},
+            "type": "Opaque"
+        });
+        let rec = WatchRecord {
+            rv: 7,
+            kind: EventType::Modified,
+            object: Arc::new(object.clone()),
+            prev: Some(Arc::new(object)),
+            encoded: std::sync::OnceLock::new(),
+        };
+        let want = concat!(
+            r#"{"object":{"apiVersion":"v1","data":{"k":"dg=="},"kind":"Secret","#,
+            r#""metadata":{"name":"s","namespace":"ns","resourceVersion":"7"},"type":"Opaque"},"#,
+            r#""type":"MODIFIED"}"#,
+            "\n"
+        );
+        let first = r.event(&rec).unwrap();
+        assert_eq!(std::str::from_utf8(&first).unwrap(), want);
+        assert_eq!(first, line("MODIFIED", r.render(&rec.object)));
+        // A second watcher reuses the encoding.
+        assert!(rec.encoded.get().is_some());
+        assert_eq!(renderer("v1").event(&rec).unwrap(), first);
+        assert_eq!(
+            r.object_line("ADDED", &rec.object),
+            line("ADDED", r.render(&rec.object))
+        );
+    }
 }

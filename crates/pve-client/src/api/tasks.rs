@@ -8,8 +8,8 @@ use crate::PveClient;
 use crate::client::{Call, seg};
 use crate::encode::Form;
 use crate::error::PveError;
-use crate::types::Upid;
-use crate::types::lenient::opt_string;
+use crate::types::lenient::{opt_string, opt_u64};
+use crate::types::{NodeName, Upid};
 
 /// `running` or `stopped`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,6 +48,34 @@ pub struct TaskStatus {
     /// Task owner.
     #[serde(default, deserialize_with = "opt_string")]
     pub user: Option<String>,
+}
+
+/// One entry of `GET /nodes/{node}/tasks` (a node's task list).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TaskListEntry {
+    /// The task.
+    pub upid: String,
+    /// `RUNNING` (or absent) while the task runs; afterwards its exit
+    /// status: `OK`, `WARNINGS: <n>` or the error text. PVE's
+    /// `PVE/API2/Tasks.pm` sets `RUNNING` for tasks of its active list.
+    #[serde(default, deserialize_with = "opt_string")]
+    pub status: Option<String>,
+    /// Start, Unix epoch seconds.
+    #[serde(default, deserialize_with = "opt_u64")]
+    pub starttime: Option<u64>,
+    /// End, Unix epoch seconds (only once the task ended).
+    #[serde(default, deserialize_with = "opt_u64")]
+    pub endtime: Option<u64>,
+}
+
+impl TaskListEntry {
+    /// The exit status if the task has ended, `None` while it runs.
+    pub fn exitstatus(&self) -> Option<&str> {
+        match self.status.as_deref() {
+            None | Some("RUNNING") | Some("running") => None,
+            Some(s) => Some(s),
+        }
+    }
 }
 
 /// One line of a task log.
@@ -95,6 +123,34 @@ impl PveClient {
             "/nodes/{node}/tasks/{upid}/status",
             task_path(upid, "/status"),
         ))
+        .await
+    }
+
+    /// `GET /nodes/{node}/tasks?source=all&since=&limit=`: the node's
+    /// tasks visible to this token, running ones first, then ended ones
+    /// newest first, started at or after `since` (Unix epoch seconds), at
+    /// most `limit` of them. One call answers for every task of the node.
+    ///
+    /// # Errors
+    /// Transport and API errors ([`PveError::NotFound`] for an unknown node).
+    pub async fn node_tasks(
+        &self,
+        node: &NodeName,
+        since: Option<u64>,
+        limit: u32,
+    ) -> Result<Vec<TaskListEntry>, PveError> {
+        let mut q = Form::new();
+        q.push("source", "all").push("limit", limit.to_string());
+        if let Some(since) = since {
+            q.push("since", since.to_string());
+        }
+        self.call(
+            Call::get(
+                "/nodes/{node}/tasks",
+                format!("/nodes/{}/tasks", seg(node.as_str())),
+            )
+            .with_query(q),
+        )
         .await
     }
 
@@ -156,6 +212,23 @@ mod tests {
         .unwrap();
         assert_eq!(l.total, Some(2));
         assert_eq!(l.data[1].t, "TASK OK");
+    }
+
+    #[test]
+    fn task_list_entries_say_whether_the_task_ended() {
+        let l: Vec<TaskListEntry> = serde_json::from_str(
+            r#"[{"upid":"a","status":"RUNNING","starttime":100},
+                {"upid":"b","starttime":"100"},
+                {"upid":"c","status":"OK","starttime":100,"endtime":160},
+                {"upid":"d","status":"can't lock file","starttime":100,"endtime":101}]"#,
+        )
+        .unwrap();
+        assert_eq!(l[0].exitstatus(), None);
+        assert_eq!(l[1].exitstatus(), None);
+        assert_eq!(l[1].starttime, Some(100));
+        assert_eq!(l[2].exitstatus(), Some("OK"));
+        assert_eq!(l[2].endtime, Some(160));
+        assert_eq!(l[3].exitstatus(), Some("can't lock file"));
     }
 
     #[test]

@@ -94,7 +94,9 @@ fn visible(ctx: &Ctx, st: &crate::state::ClusterState, t: &Task) -> bool {
 }
 
 /// `GET /nodes/{node}/tasks` with `vmid`, `typefilter`, `userfilter`,
-/// `source` (`archive` default, `active`, `all`), `errors`, `start`, `limit`.
+/// `source` (`archive` default, `active`, `all`), `errors`, `since` and
+/// `until` (Unix epoch seconds, compared with the start time, as
+/// `PVE/API2/Tasks.pm` does), `start`, `limit`. Running tasks come first.
 pub(crate) fn node_tasks(ctx: &Ctx) -> ApiResult {
     let node = ctx.node();
     let vmid = ctx.params.u32("vmid")?;
@@ -104,11 +106,19 @@ pub(crate) fn node_tasks(ctx: &Ctx) -> ApiResult {
     let errors_only = ctx.params.bool("errors")?.unwrap_or(false);
     let start = ctx.params.int("start")?.unwrap_or(0).max(0) as usize;
     let limit = ctx.params.int("limit")?.unwrap_or(50).max(0) as usize;
+    let since = ctx.params.int("since")?;
+    let until = ctx.params.int("until")?;
     let st = ctx.cluster.lock();
-    let matching: Vec<Value> = st
+    let (running, ended): (Vec<&Task>, Vec<&Task>) = st
         .tasks
         .iter_newest()
         .filter(|t| t.node == node && visible(ctx, &st, t))
+        .filter(|t| since.is_none_or(|s| t.starttime as i64 >= s))
+        .filter(|t| until.is_none_or(|u| t.starttime as i64 <= u))
+        .partition(|t| t.is_running());
+    let matching: Vec<Value> = running
+        .into_iter()
+        .chain(ended)
         .filter(|t| vmid.is_none_or(|v| t.id == v.to_string()))
         .filter(|t| typefilter.as_deref().is_none_or(|f| t.kind == f))
         .filter(|t| userfilter.as_deref().is_none_or(|f| t.owner.contains(f)))

@@ -86,13 +86,16 @@ impl Task {
             "id": self.id,
             "user": self.owner,
         });
-        if let TaskStatus::Stopped {
-            exitstatus,
-            endtime,
-        } = &self.status
-        {
-            v["status"] = json!(exitstatus);
-            v["endtime"] = json!(endtime);
+        match &self.status {
+            TaskStatus::Stopped {
+                exitstatus,
+                endtime,
+            } => {
+                v["status"] = json!(exitstatus);
+                v["endtime"] = json!(endtime);
+            }
+            // PVE/API2/Tasks.pm: `$task->{status} = 'RUNNING' if !$task->{status}`.
+            TaskStatus::Running => v["status"] = json!("RUNNING"),
         }
         v
     }

@@ -42,10 +42,13 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     let wc = watcher::Config::default();
     let controller = Controller::new(ctx.scoped::<KubeadmConfig>(), wc.clone());
     let store = controller.store();
+    let seen_machines = ctx.clone();
+    let seen_clusters = ctx.clone();
     controller
-        .watches(ctx.scoped::<Machine>(), wc.clone(), |m| {
+        .watches(ctx.scoped::<Machine>(), wc.clone(), move |m| {
             let ns = m.namespace();
-            m.spec
+            let r = m
+                .spec
                 .bootstrap
                 .config_ref
                 .as_ref()
@@ -56,12 +59,14 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
                         Some(ns) => o.within(&ns),
                         None => o,
                     }
-                })
+                });
+            seen_machines.seen.machines.observe(m);
+            r
         })
         .watches(ctx.scoped::<Cluster>(), wc, move |c| {
             let ns = c.namespace();
             let name = c.name_any();
-            store
+            let refs = store
                 .state()
                 .into_iter()
                 .filter(|k| {
@@ -69,7 +74,9 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
                         && meta::label(&k.metadata, CLUSTER_NAME_LABEL) == Some(name.as_str())
                 })
                 .map(|k| ObjectRef::from_obj(&*k))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            seen_clusters.seen.clusters.observe(c);
+            refs
         })
         .reconcile_all_on(ticker(ctx.opts.resync))
         .run(reconcile, error_policy, ctx)
@@ -197,23 +204,31 @@ fn percent(s: &str) -> String {
 async fn reconcile(obj: Arc<KubeadmConfig>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<KubeadmConfig> = ctx.api(&ns);
-    let Some(cfg) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The config, its Machine and Cluster as the watches last delivered them
+    // (a newer version of any triggers another reconcile).
+    let cfg: &KubeadmConfig = &obj;
     if is_deleting(&cfg.metadata) {
         return Ok(Action::await_change());
     }
     let Some(owner) = owner_of(&cfg.metadata, CLUSTER_GROUP, "Machine") else {
         return Ok(ctx.poll());
     };
-    let Some(machine) = ctx.api::<Machine>(&ns).get_opt(&owner.name).await? else {
+    let machine = match ctx.seen.machines.get_typed(&ns, &owner.name) {
+        Some(m) => Some((*m).clone()),
+        None => ctx.api::<Machine>(&ns).get_opt(&owner.name).await?,
+    };
+    let Some(machine) = machine else {
         return Ok(ctx.poll());
     };
-    let Some(cluster) = ctx
-        .api::<Cluster>(&ns)
-        .get_opt(&machine.spec.cluster_name)
-        .await?
-    else {
+    let cluster = match ctx.seen.clusters.get_typed(&ns, &machine.spec.cluster_name) {
+        Some(c) => Some((*c).clone()),
+        None => {
+            ctx.api::<Cluster>(&ns)
+                .get_opt(&machine.spec.cluster_name)
+                .await?
+        }
+    };
+    let Some(cluster) = cluster else {
         return Ok(ctx.poll());
     };
     if cluster.is_paused() || meta::has_paused_annotation(&cfg.metadata) {

@@ -37,6 +37,27 @@ pub async fn get(ctx: &Ctx, namespace: &str, r: &ContractRef) -> Result<Option<D
     Ok(api.get_opt(&r.name).await?)
 }
 
+/// The object a reference names as a watch last delivered it
+/// ([`super::cache`]), else from the API server (`None` when it does not
+/// exist). For paths that must notice a deletion, use [`get`].
+///
+/// # Errors
+/// As [`get`].
+pub async fn get_seen(
+    ctx: &Ctx,
+    namespace: &str,
+    r: &ContractRef,
+) -> Result<Option<DynamicObject>> {
+    if let Some(obj) = ctx
+        .seen
+        .objects
+        .get(&r.api_group, &r.kind, namespace, &r.name)
+    {
+        return Ok(Some((*obj).clone()));
+    }
+    get(ctx, namespace, r).await
+}
+
 /// A field by JSON pointer (`/status/initialization/provisioned`).
 pub fn field<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a Value> {
     obj.data.pointer(pointer)

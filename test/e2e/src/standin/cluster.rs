@@ -47,13 +47,25 @@ pub(crate) async fn run(ctx: Arc<Ctx>, infra: Vec<ApiResource>) {
             None => r,
         }
     };
-    let mut controller = Controller::new(ctx.scoped::<Cluster>(), wc.clone())
+    let controller = Controller::new(ctx.scoped::<Cluster>(), wc.clone());
+    // Machines and MachineSets matter only to a deletion (the order of
+    // `reconcile_delete`): their changes wake a Cluster only while it is
+    // being deleted (or not yet seen).
+    let store = controller.store();
+    let deleting = move |r: ObjectRef<Cluster>| {
+        store
+            .get(&r)
+            .is_none_or(|c| is_deleting(&c.metadata))
+            .then_some(r)
+    };
+    let deleting_too = deleting.clone();
+    let mut controller = controller
         .owns(ctx.scoped::<MachineDeployment>(), wc.clone())
         .watches(ctx.scoped::<Machine>(), wc.clone(), move |m| {
-            Some(by_cluster_name(&m.spec.cluster_name, m.namespace()))
+            deleting(by_cluster_name(&m.spec.cluster_name, m.namespace()))
         })
         .watches(ctx.scoped::<MachineSet>(), wc.clone(), move |m| {
-            Some(by_cluster_name(&m.spec.cluster_name, m.namespace()))
+            deleting_too(by_cluster_name(&m.spec.cluster_name, m.namespace()))
         })
         .watches(
             ctx.scoped::<crate::crds::KubeadmControlPlane>(),
@@ -83,11 +95,11 @@ pub(crate) async fn run(ctx: Arc<Ctx>, infra: Vec<ApiResource>) {
 async fn reconcile(obj: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<Cluster> = ctx.api(&ns);
-    let Some(cluster) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
+    // The Cluster as the watch last delivered it (a metadata write from a
+    // stale copy fails with 409; a newer version triggers another reconcile).
+    let cluster: &Cluster = &obj;
     if is_deleting(&cluster.metadata) {
-        return reconcile_delete(&ctx, &api, &cluster).await;
+        return reconcile_delete(&ctx, &api, cluster).await;
     }
     if meta::add_finalizer(&api, &cluster.metadata, CLUSTER_FINALIZER).await? {
         return Ok(ctx.poll());
@@ -108,7 +120,7 @@ async fn reconcile(obj: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action> {
     if let Some(infra_ref) = &cluster.spec.infrastructure_ref {
         if let Some(infra) = clone::get(&ctx, &ns, infra_ref).await? {
             infra_exists = true;
-            ensure_owner_and_label(&ctx, &ns, infra_ref, &infra, &cluster).await?;
+            ensure_owner_and_label(&ctx, &ns, infra_ref, &infra, cluster).await?;
             mirror_ready(&mut desired.conditions, &infra, "InfrastructureReady");
             if flag(&infra, "/status/initialization/provisioned") {
                 init.infrastructure_provisioned = Some(true);
@@ -137,7 +149,7 @@ async fn reconcile(obj: Arc<Cluster>, ctx: Arc<Ctx>) -> Result<Action> {
     if let Some(cp_ref) = &cluster.spec.control_plane_ref
         && let Some(cp) = clone::get(&ctx, &ns, cp_ref).await?
     {
-        ensure_owner_and_label(&ctx, &ns, cp_ref, &cp, &cluster).await?;
+        ensure_owner_and_label(&ctx, &ns, cp_ref, &cp, cluster).await?;
         if flag(&cp, "/status/initialization/controlPlaneInitialized") {
             init.control_plane_initialized = Some(true);
         }

@@ -56,18 +56,28 @@ pub(crate) async fn run(ctx: Arc<Ctx>, infra: Vec<ApiResource>) {
         }
     }
     let triggers = futures::stream::select(ticker(ctx.opts.resync), ctx.nodes.changes());
+    let cfg_ar = ApiResource::erase::<KubeadmConfig>(&());
+    let dynamic_api = |ar: &ApiResource| -> Api<DynamicObject> {
+        match &ctx.opts.namespace {
+            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, ar),
+            None => Api::all_with(ctx.client.clone(), ar),
+        }
+    };
+    let seen = ctx.clone();
     let mut controller = Controller::new(ctx.scoped::<Machine>(), wc.clone())
-        .watches(ctx.scoped::<KubeadmConfig>(), wc.clone(), |c| {
-            Some(machine_ref(&c.metadata))
+        .watches(ctx.scoped::<Cluster>(), wc.clone(), move |c| {
+            seen.seen.clusters.observe(c);
+            None::<ObjectRef<Machine>>
         })
         .reconcile_all_on(triggers);
-    for ar in infra {
-        let api: Api<DynamicObject> = match &ctx.opts.namespace {
-            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, &ar),
-            None => Api::all_with(ctx.client.clone(), &ar),
-        };
-        controller = controller.watches_with(api, ar, wc.clone(), |o: DynamicObject| {
-            Some(machine_ref(&o.metadata))
+    for ar in std::iter::once(cfg_ar).chain(infra) {
+        let api = dynamic_api(&ar);
+        let seen = ctx.clone();
+        let kind = ar.clone();
+        controller = controller.watches_with(api, ar, wc.clone(), move |o: DynamicObject| {
+            let r = machine_ref(&o.metadata);
+            seen.seen.objects.observe_dynamic(&kind, o);
+            Some(r)
         });
     }
     controller
@@ -79,17 +89,22 @@ pub(crate) async fn run(ctx: Arc<Ctx>, infra: Vec<ApiResource>) {
 async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<Machine> = ctx.api(&ns);
-    let Some(m) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
+    // The Machine as the watch last delivered it: a write from a stale copy
+    // fails with 409 (metadata patches carry `resourceVersion`) and a newer
+    // version triggers another reconcile, so no GET is needed.
+    let m: &Machine = &obj;
+    let cluster = match ctx.seen.clusters.get_typed(&ns, &m.spec.cluster_name) {
+        Some(c) => Some((*c).clone()),
+        None => {
+            ctx.api::<Cluster>(&ns)
+                .get_opt(&m.spec.cluster_name)
+                .await?
+        }
     };
-    let cluster = ctx
-        .api::<Cluster>(&ns)
-        .get_opt(&m.spec.cluster_name)
-        .await?;
     if is_deleting(&m.metadata) {
-        return reconcile_delete(&ctx, &api, &m).await;
+        return reconcile_delete(&ctx, &api, m).await;
     }
-    if ensure_label_and_adoption(&api, &m, cluster.as_ref()).await? {
+    if ensure_label_and_adoption(&api, m, cluster.as_ref()).await? {
         return Ok(ctx.poll());
     }
     if meta::add_finalizer(&api, &m.metadata, MACHINE_FINALIZER).await? {
@@ -106,9 +121,9 @@ async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
 
     // Bootstrap.
     if let Some(cfg_ref) = &m.spec.bootstrap.config_ref {
-        match clone::get(&ctx, &ns, cfg_ref).await? {
+        match clone::get_seen(&ctx, &ns, cfg_ref).await? {
             Some(cfg) => {
-                ensure_controller(&ctx, &ns, cfg_ref, &cfg, &m).await?;
+                ensure_controller(&ctx, &ns, cfg_ref, &cfg, m).await?;
                 mirror_ready(&mut desired.conditions, &cfg, "BootstrapConfigReady");
                 if flag(&cfg, "/status/initialization/dataSecretCreated")
                     && let Some(secret) = text(&cfg, "/status/dataSecretName")
@@ -136,9 +151,9 @@ async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
     // Infrastructure.
     let infra_ref = &m.spec.infrastructure_ref;
     let mut provider_id = m.spec.provider_id.clone();
-    match clone::get(&ctx, &ns, infra_ref).await? {
+    match clone::get_seen(&ctx, &ns, infra_ref).await? {
         Some(infra) => {
-            ensure_controller(&ctx, &ns, infra_ref, &infra, &m).await?;
+            ensure_controller(&ctx, &ns, infra_ref, &infra, m).await?;
             mirror_ready(&mut desired.conditions, &infra, "InfrastructureReady");
             let pid = text(&infra, "/spec/providerID");
             if flag(&infra, "/status/initialization/provisioned")
@@ -209,7 +224,10 @@ async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
     if desired != current {
         meta::patch_status(&api, &m.name_any(), serde_json::to_value(&desired)?).await?;
     }
-    Ok(if has_node { ctx.idle() } else { ctx.poll() })
+    // Waiting for a Node needs no polling: Node registrations
+    // (`WorkloadNodes::changes`), InfraMachine and bootstrap config changes
+    // all trigger a reconcile.
+    Ok(ctx.idle())
 }
 
 /// CAPI's machine phase for a Machine that is not being deleted.

@@ -7,9 +7,11 @@
 //!   ProxmoxMachineTemplate (`GenerateTemplate`: same name as the Machine,
 //!   cloned-from annotations, MachineSet as non-controller owner), the
 //!   template's `failureDomain` (one per MachineDeployment — no spreading); a
-//!   failed Machine create deletes the two orphans. Preflight
-//!   `ControlPlaneIsStable`: no new Machine until the control plane is
-//!   initialised.
+//!   failed Machine create deletes the two orphans. Replicas are created
+//!   (and on scale-down deleted) 16 at a time; their names are drawn from
+//!   the seeded generator in order first, so a seed gives the same names.
+//!   Preflight `ControlPlaneIsStable`: no new Machine until the control
+//!   plane is initialised.
 //! - Scale down: deleting Machines first, then `cluster.x-k8s.io/delete-machine`
 //!   annotated ones, then unhealthy ones (no Node), then by `spec.deletion.order`
 //!   (`Random` — a hash of the UID, as CAPI —, `Newest`, `Oldest`).
@@ -49,17 +51,39 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
     let wc = watcher::Config::default();
     let controller = Controller::new(ctx.scoped::<MachineSet>(), wc.clone());
     let store = controller.store();
+    let seen = ctx.clone();
+    let children = ctx.clone();
     controller
-        .owns(ctx.scoped::<Machine>(), wc.clone())
+        // `owns`, and each Machine kept for the reconciles' reads.
+        .watches(ctx.scoped::<Machine>(), wc.clone(), move |m| {
+            let owner = m
+                .metadata
+                .owner_references
+                .as_deref()
+                .unwrap_or(&[])
+                .iter()
+                .find(|o| o.controller == Some(true) && o.kind == "MachineSet")
+                .map(|o| {
+                    let r = ObjectRef::<MachineSet>::new(&o.name);
+                    match m.namespace() {
+                        Some(ns) => r.within(&ns),
+                        None => r,
+                    }
+                });
+            children.seen.set_machines.observe(m);
+            owner
+        })
         .watches(ctx.scoped::<Cluster>(), wc, move |c| {
             let ns = c.namespace();
             let name = c.name_any();
-            store
+            let refs = store
                 .state()
                 .into_iter()
                 .filter(|ms| ms.namespace() == ns && ms.spec.cluster_name == name)
                 .map(|ms| ObjectRef::from_obj(&*ms))
-                .collect::<Vec<_>>()
+                .collect::<Vec<_>>();
+            seen.seen.clusters.observe(c);
+            refs
         })
         .reconcile_all_on(ticker(ctx.opts.resync))
         .run(reconcile, error_policy, ctx)
@@ -70,14 +94,35 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
 async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<MachineSet> = ctx.api(&ns);
-    let Some(ms) = api.get_opt(&obj.name_any()).await? else {
-        return Ok(Action::await_change());
-    };
-    let machines = owned_machines(&ctx, &ms).await?;
+    // The MachineSet as the watch last delivered it (writes from a stale copy
+    // fail with 409; a newer version triggers another reconcile). Its
+    // Machines as the watch delivered them, LISTed when that copy asks for
+    // a create or delete (a copy missing a just-created Machine would
+    // create a duplicate), while the set is deleted, and once per resync.
+    let ms: &MachineSet = &obj;
+    let uid = ms.metadata.uid.clone().unwrap_or_default();
+    let want = usize::try_from(ms.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
+    let mut machines = Vec::new();
+    let mut fresh = false;
+    if !is_deleting(&ms.metadata) && ctx.seen.set_machines.listed_within(&uid, ctx.opts.resync) {
+        machines = ctx.seen.set_machines.of_owner(&ns, &uid);
+        let active = machines
+            .iter()
+            .filter(|m| !is_deleting(&m.metadata))
+            .count();
+        fresh = active == want;
+    }
+    if !fresh {
+        machines = owned_machines(&ctx, ms).await?;
+        ctx.seen.set_machines.listed(&ns, &uid, &machines);
+    }
     if is_deleting(&ms.metadata) {
-        for m in machines.iter().filter(|m| !is_deleting(&m.metadata)) {
-            meta::delete_ignoring_missing(&ctx.api::<Machine>(&ns), &m.name_any()).await?;
-        }
+        let victims: Vec<String> = machines
+            .iter()
+            .filter(|m| !is_deleting(&m.metadata))
+            .map(|m| m.name_any())
+            .collect();
+        delete_machines(&ctx, &ns, victims).await?;
         if !machines.is_empty() {
             return Ok(ctx.poll());
         }
@@ -96,28 +141,41 @@ async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
     if meta::add_finalizer(&api, &ms.metadata, MACHINESET_FINALIZER).await? {
         return Ok(ctx.poll());
     }
-    let cluster = ctx
-        .api::<Cluster>(&ns)
-        .get_opt(&ms.spec.cluster_name)
-        .await?;
+    let cluster = match ctx.seen.clusters.get_typed(&ns, &ms.spec.cluster_name) {
+        Some(c) => Some((*c).clone()),
+        None => {
+            ctx.api::<Cluster>(&ns)
+                .get_opt(&ms.spec.cluster_name)
+                .await?
+        }
+    };
     if cluster.as_ref().is_some_and(Cluster::is_paused) || meta::has_paused_annotation(&ms.metadata)
     {
         return Ok(ctx.idle());
     }
     let active: Vec<&Machine> = machines
         .iter()
+        .map(|m| &**m)
         .filter(|m| !is_deleting(&m.metadata))
         .collect();
-    let want = usize::try_from(ms.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
     let mut waiting = false;
     if active.len() < want {
         let stable = cluster
             .as_ref()
             .is_some_and(|c| c.spec.control_plane_ref.is_none() || c.control_plane_initialized());
         if stable {
-            for _ in active.len()..want {
-                create_machine(&ctx, &ms).await?;
-            }
+            // Names first, in order, so a seed gives the same names however
+            // the creations interleave.
+            let names: Vec<String> = (active.len()..want)
+                .map(|_| ctx.names.generate(&ms.name_any()))
+                .collect();
+            first_error(
+                futures::stream::iter(names)
+                    .map(|name| create_machine(&ctx, ms, name))
+                    .buffer_unordered(WRITE_CONCURRENCY)
+                    .collect()
+                    .await,
+            )?;
         } else {
             waiting = true;
         }
@@ -128,12 +186,11 @@ async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
             .as_ref()
             .and_then(|d| d.order.clone())
             .unwrap_or_else(|| "Random".into());
-        for victim in delete_order(&active, &order)
+        let victims = delete_order(&active, &order)
             .into_iter()
             .take(active.len() - want)
-        {
-            meta::delete_ignoring_missing(&ctx.api::<Machine>(&ns), &victim).await?;
-        }
+            .collect();
+        delete_machines(&ctx, &ns, victims).await?;
     }
     let current = ms.status.clone().unwrap_or_default();
     let ready = i32::try_from(active.iter().filter(|m| m.node_name().is_some()).count())
@@ -169,12 +226,37 @@ async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
     if desired != current {
         meta::patch_status(&api, &ms.name_any(), serde_json::to_value(&desired)?).await?;
     }
-    let settled = active.len() == want && ready == count && machines.len() == active.len();
-    Ok(if settled { ctx.idle() } else { ctx.poll() })
+    // Nothing to poll for: Machine changes (owned) and Cluster changes
+    // trigger a reconcile.
+    Ok(ctx.idle())
+}
+
+/// How many Machines (with their bootstrap configs and InfraMachines) one
+/// reconcile creates or deletes at a time.
+const WRITE_CONCURRENCY: usize = 16;
+
+/// The first error of `results`, after all of them ran.
+fn first_error(results: Vec<Result<()>>) -> Result<()> {
+    results.into_iter().collect()
+}
+
+/// Deletes the named Machines, [`WRITE_CONCURRENCY`] at a time.
+async fn delete_machines(ctx: &Ctx, ns: &str, names: Vec<String>) -> Result<()> {
+    let api = ctx.api::<Machine>(ns);
+    first_error(
+        futures::stream::iter(names)
+            .map(|name| {
+                let api = api.clone();
+                async move { meta::delete_ignoring_missing(&api, &name).await }
+            })
+            .buffer_unordered(WRITE_CONCURRENCY)
+            .collect()
+            .await,
+    )
 }
 
 /// The Machines this set owns (owner reference with its UID), sorted by name.
-async fn owned_machines(ctx: &Ctx, ms: &MachineSet) -> Result<Vec<Machine>> {
+async fn owned_machines(ctx: &Ctx, ms: &MachineSet) -> Result<Vec<Arc<Machine>>> {
     let ns = ms.namespace().unwrap_or_default();
     let uid = ms.metadata.uid.clone().unwrap_or_default();
     let mut lp = ListParams::default();
@@ -183,22 +265,22 @@ async fn owned_machines(ctx: &Ctx, ms: &MachineSet) -> Result<Vec<Machine>> {
     {
         lp = lp.labels(&meta::selector_string(labels));
     }
-    let mut out: Vec<Machine> = ctx
+    let mut out: Vec<Arc<Machine>> = ctx
         .api::<Machine>(&ns)
         .list(&lp)
         .await?
         .items
         .into_iter()
         .filter(|m| meta::is_owned_by(&m.metadata, &uid))
+        .map(Arc::new)
         .collect();
     out.sort_by_key(|m| m.name_any());
     Ok(out)
 }
 
-/// Creates one Machine with its bootstrap config and InfraMachine.
-async fn create_machine(ctx: &Ctx, ms: &MachineSet) -> Result<()> {
+/// Creates Machine `name` with its bootstrap config and InfraMachine.
+async fn create_machine(ctx: &Ctx, ms: &MachineSet, name: String) -> Result<()> {
     let ns = ms.namespace().unwrap_or_default();
-    let name = ctx.names.generate(&ms.name_any());
     let template = &ms.spec.template;
     let mut labels = template.metadata.labels.clone();
     labels.insert(SET_NAME_LABEL.into(), ms.name_any());

@@ -20,6 +20,7 @@
 //! module header of each says so.
 
 pub mod bootstrap;
+pub mod cache;
 pub mod clone;
 pub mod cluster;
 pub mod ipam;
@@ -63,7 +64,9 @@ pub struct StandInOptions {
     pub retry: Duration,
     /// The InfraCluster and InfraMachine kinds to watch, `(group, kind)`
     /// (default: ProxmoxCluster and ProxmoxMachine). Their CRDs must be
-    /// installed before [`StandIn::start`].
+    /// installed before [`StandIn::start`]. Kinds ending in `Machine` are
+    /// InfraMachines (Machine controller), the others InfraClusters (Cluster
+    /// controller), as the contract names them.
     pub infra_kinds: Vec<(String, String)>,
 }
 
@@ -98,6 +101,8 @@ pub struct Ctx {
     pub nodes: Arc<WorkloadNodes>,
     /// Generated names.
     pub names: NameGen,
+    /// What the controllers' watches delivered (read instead of GETs).
+    pub seen: cache::Caches,
     /// Options.
     pub opts: StandInOptions,
 }
@@ -216,12 +221,20 @@ impl StandIn {
             client,
             nodes,
             names: NameGen::new(opts.seed),
+            seen: cache::Caches::default(),
             opts,
         });
-        let infra = ctx.infra_resources().await;
+        // The contract names InfraMachine kinds `<Provider>Machine` and
+        // InfraCluster kinds `<Provider>Cluster`: each controller watches the
+        // kind it reads (a watch it ignores still costs the server).
+        let (infra_machines, infra_clusters): (Vec<_>, Vec<_>) = ctx
+            .infra_resources()
+            .await
+            .into_iter()
+            .partition(|ar| ar.kind.ends_with("Machine"));
         let tasks = vec![
-            tokio::spawn(cluster::run(ctx.clone(), infra.clone())),
-            tokio::spawn(machine::run(ctx.clone(), infra)),
+            tokio::spawn(cluster::run(ctx.clone(), infra_clusters)),
+            tokio::spawn(machine::run(ctx.clone(), infra_machines)),
             tokio::spawn(machineset::run(ctx.clone())),
             tokio::spawn(machinedeployment::run(ctx.clone())),
             tokio::spawn(kcp::run(ctx.clone())),

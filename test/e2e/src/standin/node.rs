@@ -24,10 +24,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, NodeAddress, NodeCondition, NodeSpec, NodeStatus, Secret};
 use kube::ResourceExt;
-use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
+use kube::api::{Api, DynamicObject, ObjectMeta};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use pve_sim::{AgentState, NoCloudSeed, SimCluster, VmSnapshot};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -105,6 +108,7 @@ impl NodeStandIn {
             opts,
             seen: HashMap::new(),
             pve: HashMap::new(),
+            machines: None,
         };
         let task = tokio::spawn(async move {
             loop {
@@ -143,9 +147,24 @@ impl Drop for NodeStandIn {
     }
 }
 
+/// A ProxmoxMachine store kept by a reflector task, aborted with it.
+struct Watched {
+    store: Store<DynamicObject>,
+    task: JoinHandle<()>,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 struct Loop {
     client: kube::Client,
     kinds: Kinds,
+    /// The ProxmoxMachines, watched (started on the first tick: the kind
+    /// must be installed).
+    machines: Option<Watched>,
     clusters: Vec<SimCluster>,
     nodes: Arc<WorkloadNodes>,
     opts: NodeOptions,
@@ -166,16 +185,40 @@ struct Target {
 }
 
 impl Loop {
-    async fn tick(&mut self) -> Result<()> {
-        let ar = self
-            .kinds
-            .resolve(INFRASTRUCTURE_GROUP, "ProxmoxMachine")
-            .await?;
-        let api: Api<DynamicObject> = match &self.opts.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
-            None => Api::all_with(self.client.clone(), &ar),
+    /// The ProxmoxMachines as the watch last delivered them; the first call
+    /// starts the watch and waits for its initial list.
+    async fn machines(&mut self) -> Result<Vec<Arc<DynamicObject>>> {
+        if self.machines.is_none() {
+            let ar = self
+                .kinds
+                .resolve(INFRASTRUCTURE_GROUP, "ProxmoxMachine")
+                .await?;
+            let api: Api<DynamicObject> = match &self.opts.namespace {
+                Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                None => Api::all_with(self.client.clone(), &ar),
+            };
+            let writer = reflector::store::Writer::new(ar);
+            let store = writer.as_reader();
+            let stream = reflector::reflector(
+                writer,
+                watcher::watcher(api, watcher::Config::default()).default_backoff(),
+            );
+            let task = tokio::spawn(stream.for_each(|_| async {}));
+            self.machines = Some(Watched { store, task });
+        }
+        let Some(watched) = &self.machines else {
+            return Ok(Vec::new());
         };
-        let machines = api.list(&ListParams::default()).await?.items;
+        watched
+            .store
+            .wait_until_ready()
+            .await
+            .map_err(|e| E2eError::Contract(format!("ProxmoxMachine watch ended: {e}")))?;
+        Ok(watched.store.state())
+    }
+
+    async fn tick(&mut self) -> Result<()> {
+        let machines = self.machines().await?;
         let live: Vec<String> = machines
             .iter()
             .filter_map(|m| m.metadata.uid.clone())

@@ -7,11 +7,19 @@
 //! shows them. The Machine controller matches
 //! `Node.spec.providerID == Machine.spec.providerID` byte for byte. Every
 //! write notifies [`WorkloadNodes::changes`].
+//!
+//! The Nodes are written only through this registry (the kubelet stand-in),
+//! so it keeps them in memory: the first [`WorkloadNodes::find_by_provider_id`]
+//! loads them with one LIST, later writes update the copy, and lookups (one
+//! per Machine reconcile) cost no request.
+
+use std::collections::BTreeMap;
 
 use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
-use tokio::sync::watch;
+use tokio::sync::{Mutex, watch};
 
 use crate::error::Result;
 
@@ -20,6 +28,8 @@ use crate::error::Result;
 pub struct WorkloadNodes {
     api: Api<Node>,
     tick: watch::Sender<u64>,
+    /// The Nodes by name, once loaded.
+    known: Mutex<Option<BTreeMap<String, Node>>>,
 }
 
 impl std::fmt::Debug for WorkloadNodes {
@@ -35,6 +45,7 @@ impl WorkloadNodes {
         WorkloadNodes {
             api: Api::all(client),
             tick,
+            known: Mutex::new(None),
         }
     }
 
@@ -63,11 +74,17 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`].
     pub async fn find_by_provider_id(&self, provider_id: &str) -> Result<Option<Node>> {
-        Ok(self
-            .list()
-            .await?
+        let mut known = self.known.lock().await;
+        if known.is_none() {
+            let all = self.list().await?;
+            *known = Some(all.into_iter().map(|n| (n.name_any(), n)).collect());
+        }
+        Ok(known
+            .as_ref()
             .into_iter()
-            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id)))
+            .flat_map(BTreeMap::values)
+            .find(|n| n.spec.as_ref().and_then(|s| s.provider_id.as_deref()) == Some(provider_id))
+            .cloned())
     }
 
     /// Registers a Node (a kubelet joining, status included); an existing
@@ -76,11 +93,26 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`] for failures other than 409.
     pub async fn create(&self, node: Node) -> Result<()> {
+        let mut known = self.known.lock().await;
         match self.api.create(&PostParams::default(), &node).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Ok(created) => {
+                if let Some(k) = known.as_mut() {
+                    k.insert(created.name_any(), created);
+                }
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                if let Some(k) = known.as_mut()
+                    && !k.contains_key(&node.name_any())
+                {
+                    // Not written through this registry: load it.
+                    if let Some(existing) = self.get(&node.name_any()).await? {
+                        k.insert(existing.name_any(), existing);
+                    }
+                }
+            }
             Err(e) => return Err(e.into()),
         }
+        drop(known);
         self.notify();
         Ok(())
     }
@@ -90,7 +122,12 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`] for failures other than 404.
     pub async fn delete(&self, name: &str) -> Result<()> {
+        let mut known = self.known.lock().await;
         super::meta::delete_ignoring_missing(&self.api, name).await?;
+        if let Some(k) = known.as_mut() {
+            k.remove(name);
+        }
+        drop(known);
         self.notify();
         Ok(())
     }

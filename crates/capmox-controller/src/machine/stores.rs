@@ -1,0 +1,298 @@
+//! The objects a ProxmoxMachine reconcile reads, from the controller's own
+//! watches instead of one Kubernetes request each.
+//!
+//! The machine controller watches ProxmoxMachines, their owner Machines,
+//! CAPI Clusters, ProxmoxClusters and bootstrap Secrets anyway (to be woken
+//! by them); keeping what those watches deliver in reflector stores lets a
+//! reconcile read them without a GET, and lets placement count a cluster's
+//! machines without a LIST (which made a scale-up of N machines cost O(N²)
+//! objects served).
+//!
+//! Freshness: each store is filled by the same stream that wakes the
+//! machine, before the wake is delivered, so a reconcile woken by a change
+//! sees it. An object missing from a store is read from the API server
+//! (read-through): it may be newer than the watch (just created), or a
+//! bootstrap Secret without the `cluster.x-k8s.io/cluster-name` label, which
+//! the Secret watch does not select.
+//!
+//! Bootstrap Secrets are kept without their data: only which keys exist and
+//! the (short) `format` value. The bootstrap data itself is read with one
+//! GET when the ISO is built ([`bootstrap_value`]), so the controller does
+//! not hold every machine's cloud-init in memory.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Api, Client, ResourceExt};
+
+use crate::api::{ProxmoxCluster, ProxmoxMachine};
+use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine};
+use crate::error::Error;
+
+/// The key of a bootstrap data Secret holding the data (CAPI bootstrap
+/// provider contract).
+pub const BOOTSTRAP_VALUE_KEY: &str = "value";
+/// The key naming the bootstrap data's format (`cloud-config`, `ignition`).
+pub const BOOTSTRAP_FORMAT_KEY: &str = "format";
+
+/// Reflector stores of the kinds a reconcile reads. Cloning is cheap (the
+/// stores are shared).
+#[derive(Clone)]
+pub struct Stores {
+    /// ProxmoxMachines (every change, including status).
+    pub machines: Store<ProxmoxMachine>,
+    /// CAPI Machines (owners).
+    pub owners: Store<Machine>,
+    /// CAPI Clusters.
+    pub clusters: Store<Cluster>,
+    /// ProxmoxClusters.
+    pub proxmox_clusters: Store<ProxmoxCluster>,
+    /// Bootstrap Secrets labelled with a cluster name, data stripped by
+    /// [`strip_secret`].
+    pub secrets: Store<Secret>,
+    /// Set once every store holds its initial list. A store's own
+    /// `wait_until_ready` wakes only its last waiter (a oneshot receiver
+    /// shared by all), so concurrent reconciles wait here instead: one
+    /// of them waits for the stores, the others for this cell.
+    ready: Arc<tokio::sync::OnceCell<()>>,
+}
+
+impl std::fmt::Debug for Stores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stores")
+            .field("machines", &self.machines.len())
+            .field("owners", &self.owners.len())
+            .field("clusters", &self.clusters.len())
+            .field("proxmox_clusters", &self.proxmox_clusters.len())
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+/// What a bootstrap Secret says without its data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootstrapPresence {
+    /// The Secret has the data key [`BOOTSTRAP_VALUE_KEY`].
+    pub has_value: bool,
+    /// The [`BOOTSTRAP_FORMAT_KEY`] value, if any.
+    pub format: Option<String>,
+}
+
+impl Stores {
+    /// The stores of the machine controller's watches.
+    pub fn new(
+        machines: Store<ProxmoxMachine>,
+        owners: Store<Machine>,
+        clusters: Store<Cluster>,
+        proxmox_clusters: Store<ProxmoxCluster>,
+        secrets: Store<Secret>,
+    ) -> Stores {
+        Stores {
+            machines,
+            owners,
+            clusters,
+            proxmox_clusters,
+            secrets,
+            ready: Arc::new(tokio::sync::OnceCell::new()),
+        }
+    }
+
+    /// Waits until every store holds its watch's initial list (a reconcile
+    /// must not count machines from a half-filled store).
+    ///
+    /// # Errors
+    /// [`Error::Precondition`] if a store's watch was dropped (the
+    /// controller is shutting down).
+    pub async fn ready(&self) -> Result<(), Error> {
+        self.ready
+            .get_or_try_init(|| async {
+                let dropped = |_| {
+                    Error::Precondition(
+                        "a watch of the machine controller stopped (shutting down)".into(),
+                    )
+                };
+                self.machines.wait_until_ready().await.map_err(dropped)?;
+                self.owners.wait_until_ready().await.map_err(dropped)?;
+                self.clusters.wait_until_ready().await.map_err(dropped)?;
+                self.proxmox_clusters
+                    .wait_until_ready()
+                    .await
+                    .map_err(dropped)?;
+                self.secrets.wait_until_ready().await.map_err(dropped)?;
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// The ProxmoxMachines of CAPI cluster `cluster` in namespace `ns`
+    /// (by the `cluster.x-k8s.io/cluster-name` label).
+    pub fn cluster_machines(&self, ns: &str, cluster: &str) -> Vec<Arc<ProxmoxMachine>> {
+        self.machines
+            .state()
+            .into_iter()
+            .filter(|m| {
+                m.namespace().as_deref() == Some(ns)
+                    && m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
+            })
+            .collect()
+    }
+}
+
+/// Drops `metadata.managedFields` before an object is stored: the
+/// reconcile never reads them, and they are often larger than the rest of
+/// the object.
+pub fn strip_managed_fields<K: kube::Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
+/// Keeps only what the machine reconciler reads of a bootstrap Secret:
+/// the keys, with empty values, and the `format` value. Applied to every
+/// Secret the watch delivers, before it is stored.
+pub fn strip_secret(s: &mut Secret) {
+    let mut kept: BTreeMap<String, ByteString> = BTreeMap::new();
+    let data = s.data.take().unwrap_or_default();
+    let string_data = s.string_data.take().unwrap_or_default();
+    for (k, v) in data {
+        let v = if k == BOOTSTRAP_FORMAT_KEY {
+            v
+        } else {
+            ByteString(Vec::new())
+        };
+        kept.insert(k, v);
+    }
+    for (k, v) in string_data {
+        let v = if k == BOOTSTRAP_FORMAT_KEY {
+            ByteString(v.into_bytes())
+        } else {
+            ByteString(Vec::new())
+        };
+        kept.entry(k).or_insert(v);
+    }
+    s.data = Some(kept);
+    s.metadata.managed_fields = None;
+    s.metadata.annotations = None;
+}
+
+/// Reads key `k` of a Secret from `data`, else from `stringData`.
+pub fn secret_key(s: &Secret, k: &str) -> Option<Vec<u8>> {
+    s.data
+        .as_ref()
+        .and_then(|d| d.get(k))
+        .map(|b| b.0.clone())
+        .or_else(|| {
+            s.string_data
+                .as_ref()
+                .and_then(|d| d.get(k))
+                .map(|v| v.clone().into_bytes())
+        })
+}
+
+/// Whether bootstrap Secret `name` in `ns` has data, and its format: from
+/// the store, else one GET (`None`: the Secret does not exist).
+///
+/// # Errors
+/// [`Error::Kube`] of the GET.
+pub async fn bootstrap_presence(
+    stores: Option<&Stores>,
+    kube: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<BootstrapPresence>, Error> {
+    let stored = stores.and_then(|s| s.secrets.get(&ObjectRef::new(name).within(ns)));
+    let secret = match stored {
+        Some(s) => Some((*s).clone()),
+        None => {
+            Api::<Secret>::namespaced(kube.clone(), ns)
+                .get_opt(name)
+                .await?
+        }
+    };
+    Ok(secret.map(|s| BootstrapPresence {
+        has_value: secret_key(&s, BOOTSTRAP_VALUE_KEY).is_some(),
+        format: secret_key(&s, BOOTSTRAP_FORMAT_KEY)
+            .map(|f| String::from_utf8_lossy(&f).into_owned()),
+    }))
+}
+
+/// The bootstrap data (key [`BOOTSTRAP_VALUE_KEY`]) of Secret `name` in
+/// `ns`: always one GET (stores hold no data). `None`: no Secret or no key.
+///
+/// # Errors
+/// [`Error::Kube`] of the GET.
+pub async fn bootstrap_value(
+    kube: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<Vec<u8>>, Error> {
+    Ok(Api::<Secret>::namespaced(kube.clone(), ns)
+        .get_opt(name)
+        .await?
+        .and_then(|s| secret_key(&s, BOOTSTRAP_VALUE_KEY)))
+}
+
+/// Object `name` in `ns` from `store`, else one GET (it may be newer than
+/// the watch, or there is no store).
+///
+/// # Errors
+/// [`Error::Kube`] of the GET.
+pub async fn read_through<K>(
+    store: Option<&Store<K>>,
+    kube: &Client,
+    ns: &str,
+    name: &str,
+) -> Result<Option<K>, Error>
+where
+    K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    if let Some(found) = store.and_then(|s| s.get(&ObjectRef::new(name).within(ns))) {
+        return Ok(Some((*found).clone()));
+    }
+    Ok(Api::<K>::namespaced(kube.clone(), ns).get_opt(name).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stripped_secrets_keep_keys_and_format_only() {
+        let mut s = Secret {
+            data: Some(BTreeMap::from([
+                ("value".to_string(), ByteString(b"#cloud-config\n".to_vec())),
+                ("format".to_string(), ByteString(b"cloud-config".to_vec())),
+            ])),
+            string_data: Some(BTreeMap::from([(
+                "extra".to_string(),
+                "secret text".to_string(),
+            )])),
+            ..Secret::default()
+        };
+        strip_secret(&mut s);
+        assert_eq!(secret_key(&s, "value"), Some(Vec::new()));
+        assert_eq!(secret_key(&s, "format"), Some(b"cloud-config".to_vec()));
+        assert_eq!(secret_key(&s, "extra"), Some(Vec::new()));
+        assert_eq!(s.string_data, None);
+    }
+
+    #[test]
+    fn a_secret_without_value_stays_without_value() {
+        let mut s = Secret {
+            string_data: Some(BTreeMap::from([(
+                "format".to_string(),
+                "ignition".to_string(),
+            )])),
+            ..Secret::default()
+        };
+        strip_secret(&mut s);
+        assert_eq!(secret_key(&s, "value"), None);
+        assert_eq!(secret_key(&s, "format"), Some(b"ignition".to_vec()));
+    }
+}
