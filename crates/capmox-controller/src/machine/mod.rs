@@ -102,26 +102,27 @@ pub fn controller_with(
     .with_config(
         kube::runtime::controller::Config::default().concurrency(shared.options.concurrency),
     );
-    let store_pc = store.clone();
-    let store_secret = store.clone();
-    let store_cluster = store.clone();
     // Each store is filled by the stream that wakes machines, before the
     // wake is delivered: a reconcile woken by a change reads it.
     let (owners_store, owners_writer) = reflector::store::<Machine>();
     let (clusters_store, clusters_writer) = reflector::store::<Cluster>();
     let (pcs_store, pcs_writer) = reflector::store::<ProxmoxCluster>();
     let (secrets_store, secrets_writer) = reflector::store::<Secret>();
+    let stores = Stores::new(
+        store.clone(),
+        owners_store,
+        clusters_store,
+        pcs_store,
+        secrets_store,
+    );
     let ctx = Arc::new(Context {
         shared: shared.clone(),
         runtime,
-        stores: Some(Stores::new(
-            store.clone(),
-            owners_store,
-            clusters_store,
-            pcs_store,
-            secrets_store,
-        )),
+        stores: Some(stores.clone()),
     });
+    let stores_pc = stores.clone();
+    let stores_secret = stores.clone();
+    let stores_cluster = stores.clone();
     let owners = watch_filter::changed(
         watcher(shared.scoped_api::<Machine>(), wc.clone())
             .default_backoff()
@@ -178,47 +179,28 @@ pub fn controller_with(
         })
         .watches_stream(clusters, move |c: Cluster| {
             // Infrastructure provisioned, or pause toggled.
-            let name = c.name_any();
-            let ns = c.namespace();
-            store_cluster
-                .state()
-                .into_iter()
-                .filter(|m| {
-                    m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
-                })
-                .map(|m| ObjectRef::from_obj(m.as_ref()))
-                .collect::<Vec<_>>()
+            wake(&stores_cluster, c.namespace(), Some(&c.name_any()), |_| {
+                true
+            })
         })
         .watches_stream(proxmox_clusters, move |pc: ProxmoxCluster| {
             // Instance health and IP pools unblock waiting machines.
-            let cluster = pc.labels().get(CLUSTER_NAME_LABEL).cloned();
-            let ns = pc.namespace();
-            store_pc
-                .state()
-                .into_iter()
-                .filter(|m| {
-                    m.namespace() == ns
-                        && cluster.is_some()
-                        && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
-                })
-                .filter(|m| !provisioned(m))
-                .map(|m| ObjectRef::from_obj(m.as_ref()))
-                .collect::<Vec<_>>()
+            wake(
+                &stores_pc,
+                pc.namespace(),
+                pc.labels().get(CLUSTER_NAME_LABEL),
+                |m| !provisioned(m),
+            )
         })
         .watches_stream(secrets, move |s: Secret| {
             // Bootstrap data of a cluster appeared or changed: only
             // machines still waiting for theirs care.
-            let cluster = s.labels().get(CLUSTER_NAME_LABEL).cloned();
-            let ns = s.namespace();
-            store_secret
-                .state()
-                .into_iter()
-                .filter(|m| {
-                    m.namespace() == ns && m.labels().get(CLUSTER_NAME_LABEL) == cluster.as_ref()
-                })
-                .filter(|m| triggers::waits_for_bootstrap_data(m))
-                .map(|m| ObjectRef::from_obj(m.as_ref()))
-                .collect::<Vec<_>>()
+            wake(
+                &stores_secret,
+                s.namespace(),
+                s.labels().get(CLUSTER_NAME_LABEL),
+                triggers::waits_for_bootstrap_data,
+            )
         })
         .graceful_shutdown_on(shared.shutdown_signal())
         .run(reconcile, error_policy, ctx)
@@ -227,6 +209,26 @@ pub fn controller_with(
                 tracing::debug!(error = %e, "machine controller event");
             }
         })
+}
+
+/// The machines of CAPI cluster `cluster` in `ns` that `keep` selects, to
+/// reconcile after a change of a cluster-wide object (nothing without a
+/// cluster name).
+fn wake(
+    stores: &Stores,
+    ns: Option<String>,
+    cluster: Option<&String>,
+    keep: impl Fn(&ProxmoxMachine) -> bool,
+) -> Vec<ObjectRef<ProxmoxMachine>> {
+    let (Some(ns), Some(cluster)) = (ns, cluster) else {
+        return Vec::new();
+    };
+    stores
+        .cluster_machines(&ns, cluster)
+        .into_iter()
+        .filter(|m| keep(m))
+        .map(|m| ObjectRef::from_obj(m.as_ref()))
+        .collect()
 }
 
 fn provisioned(m: &ProxmoxMachine) -> bool {
