@@ -202,20 +202,18 @@ pub async fn bootstrap_presence(
     ns: &str,
     name: &str,
 ) -> Result<Option<BootstrapPresence>, Error> {
-    let stored = stores.and_then(|s| s.secrets.get(&ObjectRef::new(name).within(ns)));
-    let secret = match stored {
-        Some(s) => Some((*s).clone()),
-        None => {
-            Api::<Secret>::namespaced(kube.clone(), ns)
-                .get_opt(name)
-                .await?
-        }
-    };
-    Ok(secret.map(|s| BootstrapPresence {
-        has_value: secret_key(&s, BOOTSTRAP_VALUE_KEY).is_some(),
-        format: secret_key(&s, BOOTSTRAP_FORMAT_KEY)
+    let presence = |s: &Secret| BootstrapPresence {
+        has_value: secret_key(s, BOOTSTRAP_VALUE_KEY).is_some(),
+        format: secret_key(s, BOOTSTRAP_FORMAT_KEY)
             .map(|f| String::from_utf8_lossy(&f).into_owned()),
-    }))
+    };
+    if let Some(s) = stores.and_then(|s| s.secrets.get(&ObjectRef::new(name).within(ns))) {
+        return Ok(Some(presence(&s)));
+    }
+    Ok(Api::<Secret>::namespaced(kube.clone(), ns)
+        .get_opt(name)
+        .await?
+        .map(|s| presence(&s)))
 }
 
 /// The bootstrap data (key [`BOOTSTRAP_VALUE_KEY`]) of Secret `name` in
