@@ -1,0 +1,27 @@
+//! Integration tests of the controller.
+//!
+//! One test binary for all of the crate's integration tests: each module
+//! below was its own binary, and every binary linked the whole dependency
+//! tree again (about 100 MB and several seconds of linking each).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+mod cluster_controller;
+mod cluster_reconcile;
+mod cluster_secrets;
+mod crds;
+mod machine_bootstrap;
+mod machine_concurrency;
+mod machine_crash;
+mod machine_faults;
+mod machine_ipam;
+mod machine_lifecycle;
+mod machine_metrics;
+mod machine_node_tasks;
+mod machine_placement;
+mod machine_stale_reads;
+mod machine_stale_writes;
+mod machine_template_status;
+mod manager_leader;
+mod manager_run;

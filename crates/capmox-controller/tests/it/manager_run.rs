@@ -1,0 +1,134 @@
+//! The manager end to end in-process: pointed at kube-sim by a kubeconfig
+//! file, it serves `/healthz`, `/readyz` and `/metrics`, takes the leader
+//! Lease, reconciles a ProxmoxCluster against pve-sim, and on stop shuts
+//! the controllers down and releases the Lease.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use crate::support::cluster as support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use capmox_controller::api::{ClusterMode, ProxmoxCluster};
+use capmox_controller::manager::{self, Flags};
+use clap::Parser;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Api;
+use kube::runtime::wait::await_condition;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).await.unwrap();
+    let status = buf
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = buf
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+#[tokio::test]
+async fn manager_serves_leads_reconciles_and_stops() {
+    let env = Env::start().await;
+    env.put_all_credentials().await;
+    let dir = std::env::temp_dir().join(format!("capmox-manager-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    env.kube_sim.write_kubeconfig(&kubeconfig).unwrap();
+    let flags = Flags::try_parse_from([
+        "capmox-controller",
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        "--metrics-addr=127.0.0.1:0",
+        "--health-addr=127.0.0.1:0",
+        "--leader-elect",
+        "--leader-election-namespace=default",
+        "--leader-election-id=capmox-run-test",
+        "--leader-lease-duration=2s",
+        "--leader-renew-deadline=1s",
+        "--leader-retry-period=100ms",
+        "--probe-period=10m",
+        "--shutdown-timeout=10s",
+    ])
+    .unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let manager = tokio::spawn(manager::run_with(
+        flags,
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(started_tx),
+    ));
+    let bound = started_rx.await.unwrap();
+    assert_eq!(
+        http_get(bound.health, "/healthz").await,
+        (200, "ok".to_string())
+    );
+
+    let leases: Api<Lease> = Api::namespaced(env.kube.clone(), "default");
+    let held = await_condition(leases.clone(), "capmox-run-test", |l: Option<&Lease>| {
+        l.and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_ref())
+            .is_some()
+    });
+    tokio::time::timeout(Duration::from_secs(30), held)
+        .await
+        .unwrap()
+        .unwrap();
+
+    env.create_cluster(
+        "run",
+        spec(
+            ClusterMode::MultiInstance,
+            vec![instance("dc-a"), instance("dc-c")],
+        ),
+    )
+    .await;
+    let done = await_condition(env.pcs(), "run", |pc: Option<&ProxmoxCluster>| {
+        pc.is_some_and(|pc| failure_domains(pc) == ["dc-a", "dc-c"] && provisioned(pc))
+    });
+    tokio::time::timeout(Duration::from_secs(60), done)
+        .await
+        .expect("the manager reconciled the ProxmoxCluster")
+        .unwrap();
+
+    // Ready once connected (the manager polls the API server version).
+    let mut ready = http_get(bound.health, "/readyz").await;
+    for _ in 0..100 {
+        if ready.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        ready = http_get(bound.health, "/readyz").await;
+    }
+    assert_eq!(ready, (200, "ok".to_string()));
+    let (code, metrics) = http_get(bound.metrics, "/metrics").await;
+    assert_eq!(code, 200);
+    assert!(metrics.contains("capmox_leader 1"), "{metrics}");
+    assert!(metrics.contains("capmox_pve_requests_total{instance=\"dc-a\",method=\"GET\",endpoint=\"/version\",status=\"200\"}"), "{metrics}");
+
+    stop_tx.send(()).unwrap();
+    let result = tokio::time::timeout(Duration::from_secs(30), manager)
+        .await
+        .expect("manager stops")
+        .unwrap();
+    assert!(result.is_ok(), "{result:?}");
+    let lease = leases.get("capmox-run-test").await.unwrap();
+    assert_eq!(
+        lease.spec.unwrap().holder_identity,
+        None,
+        "lease released on shutdown"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    env.stop().await;
+}

@@ -1,0 +1,16 @@
+//! End-to-end tests: kube-sim + pve-sim + the real controller.
+//!
+//! One test binary for all of the crate's integration tests: each module
+//! below was its own binary, and every binary linked the whole dependency
+//! tree again (about 100 MB and several seconds of linking each).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod e2e_crash;
+mod e2e_credentials;
+mod e2e_modes;
+mod e2e_multi_instance;
+mod e2e_scale;
+mod release;
+mod standin_capi;
+mod standin_ipam;
+mod templates;
