@@ -101,6 +101,12 @@ impl NodeTasks {
         )
     }
 
+    /// Another sender of the wakes this board's receiver gets (for other
+    /// parts of the runtime that wake machines, e.g. clone slots).
+    pub fn waker(&self) -> mpsc::Sender<ObjectRef<ProxmoxMachine>> {
+        self.wake.clone()
+    }
+
     fn board(&self, identity: &str, node: &str) -> SharedBoard {
         self.nodes
             .lock()

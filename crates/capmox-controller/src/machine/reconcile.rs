@@ -58,7 +58,7 @@ use super::freshness::{self, Freshness};
 use super::marker::{Marker, Ownership};
 use super::node_tasks::Answer;
 use super::placement::{self, InstanceFacts};
-use super::runtime::{BootstrapCheck, MachineRuntime};
+use super::runtime::{BootstrapCheck, MachineRuntime, SlotGrant};
 use super::scheduler::{self, Locality, Request};
 use super::status::{self, FINALIZER};
 use super::stores::{self, Stores};
@@ -2236,19 +2236,20 @@ impl<'a> Exec<'a> {
                 Until::Backoff,
             ));
         };
-        if !self
-            .rt
-            .clone_slots
-            .acquire(&inst.identity, source.vmid, &self.uid)
+        let me = ObjectRef::new(&self.name).within(&self.ns);
+        if let SlotGrant::InLine { running, ahead } =
+            self.rt
+                .clone_slots
+                .acquire(&inst.identity, source.vmid, &self.uid, &me)
         {
-            let n = self.rt.clone_slots.in_use(&inst.identity, source.vmid);
             return Ok(polled(
                 "Cloning",
                 format!(
-                    "waiting for a clone slot: {n} clones of template {} are running",
-                    source.vmid
+                    "waiting for a clone slot of template {} on {}: {running} clones running, \
+                     {ahead} machines ahead in line",
+                    source.vmid, inst.name
                 ),
-                self.rt.scaled(Duration::from_secs(2)),
+                self.rt.scaled(self.rt.options.slot_recheck),
             ));
         }
         // VMID: reserved and written to spec before the clone is issued.

@@ -19,10 +19,11 @@
 //! Every lock here is a `std::sync::Mutex` held only for map access, never
 //! across an `await`; the per-cluster placement lock is a Tokio mutex.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use kube::runtime::reflector::ObjectRef;
@@ -45,6 +46,10 @@ pub struct MachineOptions {
     /// Ceiling of concurrent clones per (Proxmox cluster, template); the
     /// window below it adapts to lock timeouts ([`CloneSlots`]). Default 128.
     pub clone_concurrency: usize,
+    /// How often a machine in line for a clone slot re-checks on its own
+    /// (it is woken when its slot frees; this is the safety net). A machine
+    /// that has not asked for three times this loses its place. Default 30 s.
+    pub slot_recheck: Duration,
     /// How long `/cluster/resources` listings are reused. Default 2 s.
     pub resources_ttl: Duration,
     /// How long a template's config is reused. Default 10 min.
@@ -80,6 +85,7 @@ impl Default for MachineOptions {
     fn default() -> Self {
         MachineOptions {
             clone_concurrency: 128,
+            slot_recheck: Duration::from_secs(30),
             resources_ttl: Duration::from_secs(2),
             template_ttl: Duration::from_secs(600),
             shutdown_timeout_secs: 60,
@@ -105,25 +111,89 @@ impl Default for MachineOptions {
 /// of that template fails on a lock (multiplicative decrease), and grows by
 /// one per clone that succeeds (additive increase) back to the ceiling —
 /// TCP's congestion control, applied to clone storms.
+///
+/// Machines refused a slot wait in line, first come first served: a slot
+/// that frees (a clone ended, the window grew) goes to the first in line,
+/// whose machine is woken on the channel given to [`CloneSlots::new`]
+/// instead of re-checking on a timer. A machine stays in line while it
+/// keeps asking; one that has not asked for [`CloneSlots::stale_after`]
+/// (it was placed elsewhere, paused, or failed) loses its place.
 #[derive(Debug)]
 pub struct CloneSlots {
     ceiling: usize,
+    stale_after: Duration,
     state: Mutex<HashMap<(String, u32), Slots>>,
+    wake: Option<mpsc::Sender<ObjectRef<ProxmoxMachine>>>,
 }
 
 #[derive(Debug)]
 struct Slots {
     held: BTreeSet<String>,
     window: usize,
+    line: VecDeque<InLine>,
+}
+
+#[derive(Debug)]
+struct InLine {
+    owner: String,
+    machine: ObjectRef<ProxmoxMachine>,
+    asked: Instant,
+}
+
+impl Slots {
+    fn free(&self) -> usize {
+        self.window.saturating_sub(self.held.len())
+    }
+
+    fn prune(&mut self, stale_after: Duration) {
+        let now = Instant::now();
+        self.line
+            .retain(|w| now.saturating_duration_since(w.asked) < stale_after);
+    }
+
+    /// The machines in line that a free slot now awaits.
+    fn next_up(&self) -> impl Iterator<Item = &ObjectRef<ProxmoxMachine>> {
+        self.line.iter().take(self.free()).map(|w| &w.machine)
+    }
+}
+
+/// The answer of [`CloneSlots::acquire`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotGrant {
+    /// The slot is the caller's.
+    Granted,
+    /// The window is full (or the free slots go to machines that asked
+    /// first): the caller is in line, `ahead` machines before it, and is
+    /// woken when a slot is its own.
+    InLine {
+        /// Clones of the template running now.
+        running: usize,
+        /// Machines before the caller in line.
+        ahead: usize,
+    },
 }
 
 impl CloneSlots {
     /// Slots with a window of at most `ceiling` per template (at least 1).
-    pub fn new(ceiling: usize) -> CloneSlots {
+    /// A machine in line loses its place when it has not asked for
+    /// `stale_after`; machines whose slot frees are sent on `wake` (none
+    /// when `None`: waiters then find out on their own re-check).
+    pub fn new(
+        ceiling: usize,
+        stale_after: Duration,
+        wake: Option<mpsc::Sender<ObjectRef<ProxmoxMachine>>>,
+    ) -> CloneSlots {
         CloneSlots {
             ceiling: ceiling.max(1),
+            stale_after,
             state: Mutex::new(HashMap::new()),
+            wake,
         }
+    }
+
+    /// How long a machine keeps its place in line without asking again.
+    pub fn stale_after(&self) -> Duration {
+        self.stale_after
     }
 
     fn with<T>(&self, identity: &str, template: u32, f: impl FnOnce(&mut Slots) -> T) -> T {
@@ -133,22 +203,73 @@ impl CloneSlots {
             .or_insert_with(|| Slots {
                 held: BTreeSet::new(),
                 window: self.ceiling,
+                line: VecDeque::new(),
             });
         f(slots)
     }
 
-    /// Takes a slot for `owner` (idempotent). Returns false when the window is full.
-    pub fn acquire(&self, identity: &str, template: u32, owner: &str) -> bool {
-        self.with(identity, template, |s| {
+    fn send(&self, machines: Vec<ObjectRef<ProxmoxMachine>>) {
+        if let Some(tx) = &self.wake {
+            for m in machines {
+                // A full buffer drops the wake: the machine re-checks on
+                // its own timer.
+                let _ = tx.try_send(m);
+            }
+        }
+    }
+
+    /// Takes a slot for `owner` (idempotent), whose ProxmoxMachine is
+    /// `machine`. Free slots go to the machines in line first, in the
+    /// order they first asked; a caller that gets none joins (or keeps its
+    /// place in) the line.
+    pub fn acquire(
+        &self,
+        identity: &str,
+        template: u32,
+        owner: &str,
+        machine: &ObjectRef<ProxmoxMachine>,
+    ) -> SlotGrant {
+        let stale_after = self.stale_after;
+        let granted = self.with(identity, template, |s| {
             if s.held.contains(owner) {
-                return true;
+                return SlotGrant::Granted;
             }
-            if s.held.len() >= s.window {
-                return false;
+            s.prune(stale_after);
+            let place = s.line.iter().position(|w| w.owner == owner);
+            let ahead = place.unwrap_or(s.line.len());
+            if ahead < s.free() {
+                if let Some(i) = place {
+                    s.line.remove(i);
+                }
+                s.held.insert(owner.to_string());
+                return SlotGrant::Granted;
             }
-            s.held.insert(owner.to_string());
-            true
-        })
+            match place {
+                Some(i) => s.line[i].asked = Instant::now(),
+                None => s.line.push_back(InLine {
+                    owner: owner.to_string(),
+                    machine: machine.clone(),
+                    asked: Instant::now(),
+                }),
+            }
+            SlotGrant::InLine {
+                running: s.held.len(),
+                ahead,
+            }
+        });
+        // The owner now asks for this template only: it waits in no other line.
+        self.leave_lines(owner, Some((identity, template)));
+        granted
+    }
+
+    fn leave_lines(&self, owner: &str, except: Option<(&str, u32)>) {
+        let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for ((id, t), s) in m.iter_mut() {
+            if except.is_some_and(|(ei, et)| ei == id && et == *t) {
+                continue;
+            }
+            s.line.retain(|w| w.owner != owner);
+        }
     }
 
     /// Records a slot for a clone found running (after a restart), even
@@ -159,20 +280,34 @@ impl CloneSlots {
         });
     }
 
-    /// Frees every slot `owner` holds.
+    /// Frees every slot `owner` holds and its places in line, and wakes
+    /// the machines in line that the freed slots now await.
     pub fn release(&self, owner: &str) {
-        let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        for s in m.values_mut() {
-            s.held.remove(owner);
+        let mut woken = Vec::new();
+        {
+            let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            for s in m.values_mut() {
+                s.line.retain(|w| w.owner != owner);
+                if s.held.remove(owner) {
+                    s.prune(self.stale_after);
+                    woken.extend(s.next_up().cloned());
+                }
+            }
         }
+        self.send(woken);
     }
 
-    /// A clone of the template succeeded: the window grows by one (up to the ceiling).
+    /// A clone of the template succeeded: the window grows by one (up to
+    /// the ceiling), and a machine in line the new slot awaits is woken.
     pub fn succeeded(&self, identity: &str, template: u32) {
         let ceiling = self.ceiling;
-        self.with(identity, template, |s| {
+        let stale_after = self.stale_after;
+        let woken: Vec<_> = self.with(identity, template, |s| {
             s.window = (s.window + 1).min(ceiling);
+            s.prune(stale_after);
+            s.next_up().cloned().collect()
         });
+        self.send(woken);
     }
 
     /// A clone of the template failed on a lock (`got lock timeout`): the
@@ -188,6 +323,12 @@ impl CloneSlots {
     /// Slots in use for a template.
     pub fn in_use(&self, identity: &str, template: u32) -> usize {
         self.with(identity, template, |s| s.held.len())
+    }
+
+    /// Machines in line for a template (including any that stopped asking
+    /// but have not yet lost their place).
+    pub fn in_line(&self, identity: &str, template: u32) -> usize {
+        self.with(identity, template, |s| s.line.len())
     }
 
     /// The current window of a template.
@@ -310,11 +451,16 @@ impl MachineRuntime {
             1.0
         };
         let (node_tasks, wakes) = NodeTasks::new();
+        let clone_slots = CloneSlots::new(
+            options.clone_concurrency,
+            controller.scaled(options.slot_recheck) * 3,
+            Some(node_tasks.waker()),
+        );
         MachineRuntime {
             node_tasks,
             wakes: Mutex::new(Some(wakes)),
             vmids: VmidTable::new(),
-            clone_slots: CloneSlots::new(options.clone_concurrency),
+            clone_slots,
             resources: ResourceCache::new(controller.scaled(options.resources_ttl)),
             timer: TaskTimer::new(scale),
             backoff: Backoff::new(
@@ -495,39 +641,54 @@ impl MachineRuntime {
 mod tests {
     use super::*;
 
+    fn m(name: &str) -> ObjectRef<ProxmoxMachine> {
+        ObjectRef::new(name).within("ns")
+    }
+
+    fn slots(ceiling: usize) -> CloneSlots {
+        CloneSlots::new(ceiling, Duration::from_secs(90), None)
+    }
+
+    fn granted(s: &CloneSlots, id: &str, t: u32, owner: &str) -> bool {
+        s.acquire(id, t, owner, &m(owner)) == SlotGrant::Granted
+    }
+
     #[test]
     fn clone_slots_bound_per_template() {
-        let s = CloneSlots::new(2);
-        assert!(s.acquire("dc-a", 9000, "u1"));
-        assert!(s.acquire("dc-a", 9000, "u1"), "idempotent");
-        assert!(s.acquire("dc-a", 9000, "u2"));
-        assert!(!s.acquire("dc-a", 9000, "u3"));
-        assert!(s.acquire("dc-a", 9001, "u3"), "another template");
-        assert!(s.acquire("dc-b", 9000, "u3"), "another Proxmox cluster");
+        let s = slots(2);
+        assert!(granted(&s, "dc-a", 9000, "u1"));
+        assert!(granted(&s, "dc-a", 9000, "u1"), "idempotent");
+        assert!(granted(&s, "dc-a", 9000, "u2"));
+        assert!(!granted(&s, "dc-a", 9000, "u3"));
+        assert!(granted(&s, "dc-a", 9001, "u3"), "another template");
+        assert!(granted(&s, "dc-b", 9000, "u4"), "another Proxmox cluster");
         s.release("u1");
-        assert!(s.acquire("dc-a", 9000, "u3"));
+        assert!(
+            granted(&s, "dc-a", 9000, "u5"),
+            "u3 left this line when it got 9001"
+        );
         s.adopt("dc-a", 9000, "u9");
         assert_eq!(s.in_use("dc-a", 9000), 3);
     }
 
     #[test]
     fn clone_window_halves_on_lock_timeouts_and_grows_back() {
-        let s = CloneSlots::new(8);
+        let s = slots(8);
         for i in 0..8 {
-            assert!(s.acquire("dc-a", 9000, &format!("u{i}")));
+            assert!(granted(&s, "dc-a", 9000, &format!("u{i}")));
         }
-        assert!(!s.acquire("dc-a", 9000, "u8"), "at the ceiling");
+        assert!(!granted(&s, "dc-a", 9000, "u8"), "at the ceiling");
         // u0's clone failed on a lock (its slot is released first): 7
         // still run, so the window is 3.
         s.release("u0");
         assert_eq!(s.congested("dc-a", 9000), 3);
-        assert!(!s.acquire("dc-a", 9000, "u8"), "7 still running > 3");
+        assert!(!granted(&s, "dc-a", 9000, "u8"), "7 still running > 3");
         for i in 1..6 {
             s.release(&format!("u{i}"));
         }
         assert_eq!(s.in_use("dc-a", 9000), 2);
-        assert!(s.acquire("dc-a", 9000, "u8"));
-        assert!(!s.acquire("dc-a", 9000, "u9"));
+        assert!(granted(&s, "dc-a", 9000, "u8"));
+        assert!(!granted(&s, "dc-a", 9000, "u9"));
         // Repeated timeouts never close the window.
         for _ in 0..10 {
             s.congested("dc-a", 9000);
@@ -540,6 +701,80 @@ mod tests {
         assert_eq!(s.window("dc-a", 9000), 8);
         // Other templates and clusters are untouched.
         assert_eq!(s.window("dc-b", 9000), 8);
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_first_in_line_and_wakes_it() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let s = CloneSlots::new(2, Duration::from_secs(90), Some(tx));
+        assert!(granted(&s, "dc-a", 9000, "u1"));
+        assert!(granted(&s, "dc-a", 9000, "u2"));
+        assert_eq!(
+            s.acquire("dc-a", 9000, "u3", &m("u3")),
+            SlotGrant::InLine {
+                running: 2,
+                ahead: 0
+            }
+        );
+        assert_eq!(
+            s.acquire("dc-a", 9000, "u4", &m("u4")),
+            SlotGrant::InLine {
+                running: 2,
+                ahead: 1
+            }
+        );
+        assert_eq!(
+            s.acquire("dc-a", 9000, "u3", &m("u3")),
+            SlotGrant::InLine {
+                running: 2,
+                ahead: 0
+            },
+            "asking again keeps the place"
+        );
+        assert!(rx.try_recv().is_err(), "nothing freed yet");
+        s.release("u1");
+        assert_eq!(
+            rx.try_recv().ok(),
+            Some(m("u3")),
+            "the first in line is woken"
+        );
+        assert!(rx.try_recv().is_err(), "only as many as slots freed");
+        assert!(
+            !granted(&s, "dc-a", 9000, "u5"),
+            "a newcomer does not take the slot u3 was woken for"
+        );
+        assert!(!granted(&s, "dc-a", 9000, "u4"), "nor the second in line");
+        assert!(granted(&s, "dc-a", 9000, "u3"));
+        assert_eq!(s.in_line("dc-a", 9000), 2, "u4 and u5 wait");
+        // The window grows after a success: the next in line is woken.
+        s.congested("dc-a", 9000);
+        assert_eq!(s.window("dc-a", 9000), 1);
+        s.succeeded("dc-a", 9000);
+        assert!(rx.try_recv().is_err(), "window 2, both held");
+        s.release("u2");
+        assert_eq!(rx.try_recv().ok(), Some(m("u4")));
+        // A deleted machine leaves every line.
+        s.release("u5");
+        assert_eq!(s.in_line("dc-a", 9000), 1);
+    }
+
+    #[tokio::test]
+    async fn a_machine_that_stopped_asking_loses_its_place() {
+        let s = CloneSlots::new(1, Duration::from_millis(600), None);
+        assert!(granted(&s, "dc-a", 9000, "u1"));
+        assert!(!granted(&s, "dc-a", 9000, "gone"));
+        assert!(!granted(&s, "dc-a", 9000, "u2"));
+        s.release("u1");
+        assert!(
+            !granted(&s, "dc-a", 9000, "u2"),
+            "gone asked just now: still first"
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(
+            granted(&s, "dc-a", 9000, "u2"),
+            "gone has not asked for 700 ms"
+        );
+        assert_eq!(s.in_line("dc-a", 9000), 0);
     }
 
     #[test]

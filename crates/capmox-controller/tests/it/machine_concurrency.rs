@@ -209,3 +209,49 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
     w.shutdown.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
 }
+
+/// Eight machines, two clone slots per template: the six refused a slot wait
+/// in line and are woken when a clone ends — their own re-check is set far
+/// beyond the test's patience, so only the wakes can get them through.
+#[tokio::test]
+async fn machines_in_line_for_a_clone_slot_are_woken_when_one_frees() {
+    let w = world_with(WorldOptions {
+        machine: capmox_controller::machine::MachineOptions {
+            clone_concurrency: 2,
+            // 10^6 s scaled by 0.005: 5,000 s real, far past PATIENCE.
+            slot_recheck: Duration::from_secs(1_000_000),
+            ..Default::default()
+        },
+        ..WorldOptions::default()
+    })
+    .await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    for i in 0..8 {
+        w.machine("wl1", &format!("m{i}"), ProxmoxMachineSpec::default())
+            .await;
+    }
+    let fulfiller = w.spawn_fulfiller();
+    let controller = tokio::spawn(capmox_controller::machine::controller_with(
+        w.shared.clone(),
+        w.ctx.runtime.clone(),
+    ));
+    let done = wait_for(&w, |list| {
+        list.len() == 8 && list.iter().all(|m| provisioned(Some(m)))
+    })
+    .await;
+    assert!(
+        done,
+        "not all provisioned after {PATIENCE:?}:{}",
+        explain(&w).await
+    );
+    let clones = w
+        .pve("dc-a")
+        .tasks()
+        .into_iter()
+        .filter(|t| t.kind == "qmclone")
+        .count();
+    assert_eq!(clones, 8, "one clone per machine");
+    fulfiller.abort();
+    w.shutdown.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+}
