@@ -193,14 +193,23 @@ pub fn controller_with(
             )
         })
         .watches_stream(secrets, move |s: Secret| {
-            // Bootstrap data of a cluster appeared or changed: only
-            // machines still waiting for theirs care.
-            wake(
-                &stores_secret,
-                s.namespace(),
-                s.labels().get(CLUSTER_NAME_LABEL),
-                triggers::waits_for_bootstrap_data,
-            )
+            // Bootstrap data appeared or changed: only the machines whose
+            // Machine names this Secret, and only while they wait for it
+            // (not every waiting machine of the cluster: N new Secrets
+            // would cost N² reconciles).
+            let Some(ns) = s.namespace() else {
+                return Vec::new();
+            };
+            stores_secret
+                .bootstrap_secret_users(&ns, &s.name_any())
+                .into_iter()
+                .filter(|r| {
+                    stores_secret
+                        .machines
+                        .get(r)
+                        .is_none_or(|m| triggers::waits_for_bootstrap_data(&m))
+                })
+                .collect::<Vec<_>>()
         })
         .graceful_shutdown_on(shared.shutdown_signal())
         .run(reconcile, error_policy, ctx)

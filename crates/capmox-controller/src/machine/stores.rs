@@ -140,6 +140,24 @@ impl Stores {
             })
             .collect()
     }
+
+    /// The ProxmoxMachines whose CAPI Machine in `ns` names `secret` as its
+    /// bootstrap data (`spec.bootstrap.dataSecretName`), by the Machine's
+    /// `infrastructureRef`. A machine whose Machine names no Secret yet is
+    /// not among them: CAPI setting the name wakes it through the Machine
+    /// watch.
+    pub fn bootstrap_secret_users(&self, ns: &str, secret: &str) -> Vec<ObjectRef<ProxmoxMachine>> {
+        self.owners
+            .state()
+            .iter()
+            .filter(|m| {
+                m.namespace().as_deref() == Some(ns) && m.bootstrap_secret() == Some(secret)
+            })
+            .filter_map(|m| m.spec.infrastructure_ref.as_ref())
+            .filter(|r| r.kind == "ProxmoxMachine")
+            .map(|r| ObjectRef::new(&r.name).within(ns))
+            .collect()
+    }
 }
 
 /// Drops `metadata.managedFields` before an object is stored: the

@@ -14,7 +14,7 @@
 //! | Machine | metadata and spec (bootstrap data secret name, failure domain) |
 //! | Cluster | pause, `infrastructureRef`, `initialization`, deletion |
 //! | ProxmoxCluster | spec, metadata, instance health (`ready`, `selected`, `message`), IP pools, failure domains, `initialization` — not machine counts |
-//! | Secret (bootstrap) | any change, but only machines still waiting for bootstrap data |
+//! | Secret (bootstrap) | any change, but only the machine whose CAPI Machine names it (`spec.bootstrap.dataSecretName`) and only while it waits for bootstrap data |
 
 use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::core::Cluster;

@@ -255,3 +255,65 @@ async fn machines_in_line_for_a_clone_slot_are_woken_when_one_frees() {
     w.shutdown.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
 }
+
+/// A bootstrap Secret that appears after its Machine names it wakes that
+/// machine — and only it: waiting machines do not re-check on their own
+/// here (resync far beyond the test's patience), and a machine whose
+/// Secret never comes keeps waiting.
+#[tokio::test]
+async fn a_new_bootstrap_secret_wakes_the_machine_that_uses_it() {
+    let w = world_with(WorldOptions {
+        machine: capmox_controller::machine::MachineOptions {
+            resync: Duration::from_secs(1_000_000),
+            ..Default::default()
+        },
+        ..WorldOptions::default()
+    })
+    .await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    for name in ["early", "late", "never"] {
+        w.machine_with(
+            "wl1",
+            name,
+            ProxmoxMachineSpec::default(),
+            None,
+            false,
+            name == "early",
+        )
+        .await;
+    }
+    let fulfiller = w.spawn_fulfiller();
+    let controller = tokio::spawn(capmox_controller::machine::controller_with(
+        w.shared.clone(),
+        w.ctx.runtime.clone(),
+    ));
+    let waiting = |m: &ProxmoxMachine| {
+        condition(m, "VirtualMachineProvisioned")
+            .is_some_and(|(_, reason, _)| reason == "WaitingForBootstrapData")
+    };
+    let by_name =
+        |list: &[ProxmoxMachine], n: &str| list.iter().find(|m| m.name_any() == n).cloned();
+    let settled = wait_for(&w, |list| {
+        provisioned(by_name(list, "early").as_ref())
+            && by_name(list, "late").is_some_and(|m| waiting(&m))
+            && by_name(list, "never").is_some_and(|m| waiting(&m))
+    })
+    .await;
+    assert!(
+        settled,
+        "early provisioned, the others waiting:{}",
+        explain(&w).await
+    );
+    w.bootstrap_secret("wl1", "late").await;
+    let woken = wait_for(&w, |list| provisioned(by_name(list, "late").as_ref())).await;
+    assert!(
+        woken,
+        "late not provisioned after its Secret appeared:{}",
+        explain(&w).await
+    );
+    let never = w.get("never").await.unwrap();
+    assert!(waiting(&never), "never still waits for its bootstrap data");
+    fulfiller.abort();
+    w.shutdown.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+}
