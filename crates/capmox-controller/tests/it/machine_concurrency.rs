@@ -42,6 +42,44 @@ async fn wait_for(w: &World, done: impl Fn(&[ProxmoxMachine]) -> bool) -> bool {
     }
 }
 
+/// The fulfiller and the machine controller, running.
+struct Running {
+    fulfiller: tokio::task::JoinHandle<()>,
+    controller: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    fn start(w: &World) -> Running {
+        Running {
+            fulfiller: w.spawn_fulfiller(),
+            controller: tokio::spawn(capmox_controller::machine::controller_with(
+                w.shared.clone(),
+                w.ctx.runtime.clone(),
+            )),
+        }
+    }
+
+    async fn stop(self, w: &World) {
+        self.fulfiller.abort();
+        w.shutdown.shutdown();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.controller).await;
+    }
+}
+
+/// Waits until exactly `n` machines exist, all provisioned; fails with
+/// [`explain`] after [`PATIENCE`].
+async fn all_provisioned(w: &World, n: usize) {
+    let done = wait_for(w, |list| {
+        list.len() == n && list.iter().all(|m| provisioned(Some(m)))
+    })
+    .await;
+    assert!(
+        done,
+        "not all provisioned after {PATIENCE:?}:{}",
+        explain(w).await
+    );
+}
+
 /// Everything that explains a machine that did not get there: its
 /// `VirtualMachineProvisioned` condition (reason and full message),
 /// `status.taskRef`, finalizers, deletion, and its VM as pve-sim sees it.
@@ -131,21 +169,9 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
             .await;
         names.push(name);
     }
-    let fulfiller = w.spawn_fulfiller();
-    let controller = tokio::spawn(capmox_controller::machine::controller_with(
-        w.shared.clone(),
-        w.ctx.runtime.clone(),
-    ));
+    let running = Running::start(&w);
 
-    let done = wait_for(&w, |list| {
-        list.len() == 20 && list.iter().all(|m| provisioned(Some(m)))
-    })
-    .await;
-    assert!(
-        done,
-        "not all provisioned after {PATIENCE:?}:{}",
-        explain(&w).await
-    );
+    all_provisioned(&w, 20).await;
     let list = w
         .machines()
         .list(&ListParams::default())
@@ -205,9 +231,7 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
             .is_empty()
     );
     assert!(w.isos("dc-a").is_empty());
-    fulfiller.abort();
-    w.shutdown.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+    running.stop(&w).await;
 }
 
 /// Eight machines, two clone slots per template: the six refused a slot wait
@@ -230,20 +254,8 @@ async fn machines_in_line_for_a_clone_slot_are_woken_when_one_frees() {
         w.machine("wl1", &format!("m{i}"), ProxmoxMachineSpec::default())
             .await;
     }
-    let fulfiller = w.spawn_fulfiller();
-    let controller = tokio::spawn(capmox_controller::machine::controller_with(
-        w.shared.clone(),
-        w.ctx.runtime.clone(),
-    ));
-    let done = wait_for(&w, |list| {
-        list.len() == 8 && list.iter().all(|m| provisioned(Some(m)))
-    })
-    .await;
-    assert!(
-        done,
-        "not all provisioned after {PATIENCE:?}:{}",
-        explain(&w).await
-    );
+    let running = Running::start(&w);
+    all_provisioned(&w, 8).await;
     let clones = w
         .pve("dc-a")
         .tasks()
@@ -251,9 +263,7 @@ async fn machines_in_line_for_a_clone_slot_are_woken_when_one_frees() {
         .filter(|t| t.kind == "qmclone")
         .count();
     assert_eq!(clones, 8, "one clone per machine");
-    fulfiller.abort();
-    w.shutdown.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+    running.stop(&w).await;
 }
 
 /// A bootstrap Secret that appears after its Machine names it wakes that
@@ -282,11 +292,7 @@ async fn a_new_bootstrap_secret_wakes_the_machine_that_uses_it() {
         )
         .await;
     }
-    let fulfiller = w.spawn_fulfiller();
-    let controller = tokio::spawn(capmox_controller::machine::controller_with(
-        w.shared.clone(),
-        w.ctx.runtime.clone(),
-    ));
+    let running = Running::start(&w);
     let waiting = |m: &ProxmoxMachine| {
         condition(m, "VirtualMachineProvisioned")
             .is_some_and(|(_, reason, _)| reason == "WaitingForBootstrapData")
@@ -313,7 +319,5 @@ async fn a_new_bootstrap_secret_wakes_the_machine_that_uses_it() {
     );
     let never = w.get("never").await.unwrap();
     assert!(waiting(&never), "never still waits for its bootstrap data");
-    fulfiller.abort();
-    w.shutdown.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(5), controller).await;
+    running.stop(&w).await;
 }
