@@ -90,6 +90,18 @@ pub fn process(pid: &str, ticks_per_second: u64) -> Result<ProcessFigures> {
     })
 }
 
+/// Resets the peak resident set size (`VmHWM`) of process `pid` to its
+/// current RSS (`echo 5 > /proc/PID/clear_refs`, Linux ≥ 4.0): the next
+/// peak read is the peak since now.
+///
+/// # Errors
+/// [`E2eError::Io`] when the file cannot be written (another user's
+/// process, or a kernel without it).
+pub fn reset_peak_rss(pid: &str) -> Result<()> {
+    let path = PathBuf::from("/proc").join(pid).join("clear_refs");
+    std::fs::write(&path, "5").map_err(|e| io(&path, e))
+}
+
 /// Processors available to this process (`std::thread::available_parallelism`).
 pub fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)

@@ -2,10 +2,12 @@
 //! what Proxmox allows, and at what cost. Not a test: nothing here asserts
 //! a time; it measures and reports.
 //!
-//! Every scenario runs in a fresh environment (the e2e machinery of
+//! Every scenario runs in an environment of its own, or shared with the
+//! scenarios of the same datacenters before it (see [`shared_groups`]) —
+//! the e2e machinery of
 //! [`crate::env`]: pve-sim with pve-sim's realistic task durations under a
 //! time scale, kube-sim, the CAPI stand-in and the real controller binary
-//! with the same `--time-scale`), scales MachineDeployments the way
+//! with the same `--time-scale` — scales MachineDeployments the way
 //! `kubectl scale` does (`spec.replicas`), and measures:
 //!
 //! - wall time from the scale request to every worker ProxmoxMachine's
@@ -41,9 +43,11 @@ pub use run::{Outcome, RunOptions, Scenario};
 use crate::error::Result;
 
 /// The scenarios, in the order they run: 3 datacenters × 4 nodes with
-/// `replicas` 0 → 60 → 0 and 0 → 300 → 0 spread over the three, one
-/// datacenter only 0 → 60 → 0, and 1,000 ProxmoxMachines over five
-/// datacenters (controller memory and CPU per reconcile at that count).
+/// `replicas` 0 → 60 → 0 spread over the three, one datacenter only
+/// 0 → 60 → 0, and 0 → 300 → 0 spread (these three share one environment,
+/// the largest last so its memory does not carry into the others' peak),
+/// then 1,000 ProxmoxMachines over five datacenters (controller memory and
+/// CPU per reconcile at that count).
 pub fn scenarios() -> Vec<Scenario> {
     vec![
         Scenario {
@@ -56,15 +60,6 @@ pub fn scenarios() -> Vec<Scenario> {
             ratio_target: Some(1.10),
         },
         Scenario {
-            name: "spread-300",
-            about: "3 datacenters × 4 nodes, replicas 0 → 300 → 0 (100 per datacenter)",
-            datacenters: 3,
-            workers: vec![100, 100, 100],
-            scale_down: true,
-            provisioning_window: None,
-            ratio_target: Some(1.15),
-        },
-        Scenario {
             name: "single-60",
             about: "one datacenter only (dc-a, 4 nodes), replicas 0 → 60 → 0",
             datacenters: 3,
@@ -72,6 +67,15 @@ pub fn scenarios() -> Vec<Scenario> {
             scale_down: true,
             provisioning_window: None,
             ratio_target: Some(1.10),
+        },
+        Scenario {
+            name: "spread-300",
+            about: "3 datacenters × 4 nodes, replicas 0 → 300 → 0 (100 per datacenter)",
+            datacenters: 3,
+            workers: vec![100, 100, 100],
+            scale_down: true,
+            provisioning_window: None,
+            ratio_target: Some(1.15),
         },
         Scenario {
             name: "objects-1000",
@@ -88,6 +92,38 @@ pub fn scenarios() -> Vec<Scenario> {
     ]
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_three_datacenter_scenarios_share_one_environment() {
+        let all = scenarios();
+        let names: Vec<Vec<&str>> = shared_groups(&all)
+            .iter()
+            .map(|g| g.iter().map(|s| s.name).collect())
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                vec!["spread-60", "single-60", "spread-300"],
+                vec!["objects-1000"]
+            ]
+        );
+        let only: Vec<Scenario> = all
+            .iter()
+            .filter(|s| s.name != "single-60")
+            .cloned()
+            .collect();
+        assert_eq!(
+            shared_groups(&only).len(),
+            2,
+            "a selection groups the same way"
+        );
+        assert!(shared_groups(&[]).is_empty());
+    }
+}
+
 /// A scenario's result: what it measured, or why it failed.
 #[derive(Debug)]
 pub enum ScenarioResult {
@@ -102,6 +138,26 @@ pub enum ScenarioResult {
         /// How long it ran.
         after: Duration,
     },
+}
+
+/// Consecutive scenarios that can share one environment: the same
+/// datacenters, each scaling back to zero, none with a provisioning window
+/// (the control plane comes up once for them; see [`run::run_shared`]).
+pub fn shared_groups(scenarios: &[Scenario]) -> Vec<&[Scenario]> {
+    let shareable = |s: &Scenario| s.scale_down && s.provisioning_window.is_none();
+    let mut groups = Vec::new();
+    let mut start = 0;
+    for i in 1..=scenarios.len() {
+        let ends = i == scenarios.len()
+            || !shareable(&scenarios[i])
+            || !shareable(&scenarios[i - 1])
+            || scenarios[i].datacenters != scenarios[i - 1].datacenters;
+        if ends {
+            groups.push(&scenarios[start..i]);
+            start = i;
+        }
+    }
+    groups
 }
 
 /// The benchmark's options.
@@ -129,29 +185,37 @@ pub async fn run_all(opts: &BenchOptions) -> Result<Vec<ScenarioResult>> {
             )));
         }
     }
-    let mut out = Vec::new();
-    for sc in all
+    let selected: Vec<Scenario> = all
         .into_iter()
         .filter(|s| opts.only.is_empty() || opts.only.iter().any(|n| n == s.name))
-    {
-        eprintln!("bench: {} — {}", sc.name, sc.about);
+        .collect();
+    let mut out = Vec::new();
+    for group in shared_groups(&selected) {
         let started = Instant::now();
-        match run::run(&sc, &opts.run).await {
-            Ok(o) => {
-                eprintln!("{}", report::one_line(&o));
-                out.push(ScenarioResult::Done(Box::new(o)));
-            }
-            Err(e) => {
-                eprintln!(
-                    "bench: {} failed after {:.0} s: {e}",
-                    sc.name,
-                    started.elapsed().as_secs_f64()
-                );
-                out.push(ScenarioResult::Failed {
-                    scenario: sc,
-                    error: e.to_string(),
-                    after: started.elapsed(),
-                });
+        eprintln!("bench: {} — {}", group[0].name, group[0].about);
+        let results = if group.len() == 1 {
+            vec![run::run(&group[0], &opts.run).await]
+        } else {
+            run::run_shared(group, &opts.run).await
+        };
+        for (sc, r) in group.iter().zip(results) {
+            match r {
+                Ok(o) => {
+                    eprintln!("{}", report::one_line(&o));
+                    out.push(ScenarioResult::Done(Box::new(o)));
+                }
+                Err(e) => {
+                    eprintln!(
+                        "bench: {} failed after {:.0} s: {e}",
+                        sc.name,
+                        started.elapsed().as_secs_f64()
+                    );
+                    out.push(ScenarioResult::Failed {
+                        scenario: sc.clone(),
+                        error: e.to_string(),
+                        after: started.elapsed(),
+                    });
+                }
             }
         }
     }

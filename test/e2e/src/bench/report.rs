@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::measure;
-use super::run::{Outcome, Phase};
+use super::run::{LeftoversWhen, Outcome, Phase};
 use super::{BenchOptions, ScenarioResult};
 use crate::error::{E2eError, Result};
 
@@ -367,7 +367,7 @@ pub fn details(results: &[ScenarioResult], cores: usize) -> String {
         let all = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
         let _ = writeln!(
             t,
-            "Controller: peak RSS {:.1} MiB{}, {:.2} s CPU over the whole scenario ({:.2} ms per reconcile in the measured phases). Scenario total {:.0} s real. Leftovers after deleting the Cluster: {} VMs, {} ISOs, {} claims, {} addresses, {} ProxmoxMachines.\n",
+            "Controller: peak RSS {:.1} MiB{}, {:.2} s CPU over the whole scenario ({:.2} ms per reconcile in the measured phases). Scenario total {:.0} s real. Leftovers {}: {} VMs, {} ISOs, {} claims, {} addresses, {} ProxmoxMachines.\n",
             mib(o.controller.peak_rss_kib),
             if o.up.machines >= 1000 {
                 format!(
@@ -385,6 +385,13 @@ pub fn details(results: &[ScenarioResult], cores: usize) -> String {
                 .as_secs_f64()
                 / all.max(1.0),
             o.total.as_secs_f64(),
+            match o.leftovers_when {
+                LeftoversWhen::ClusterDeleted => "after deleting the Cluster",
+                LeftoversWhen::ScaledToZero =>
+                    "after scaling to zero, beyond the control plane's (the environment goes on to the next scenario)",
+                LeftoversWhen::ScaledToZeroThenClusterDeleted =>
+                    "after scaling to zero, beyond the control plane's, plus what deleting the Cluster at the end of the shared environment left",
+            },
             o.leftovers.vms,
             o.leftovers.isos,
             o.leftovers.claims,

@@ -3,7 +3,10 @@
 //! binary), the workload cluster with one control-plane machine, then the
 //! workers scaled up and back to zero while the clock, the simulator's call
 //! log, the controller's `/metrics` and `/proc` are read, and finally the
-//! Cluster deleted and whatever is left behind counted.
+//! Cluster deleted and whatever is left behind counted. Scenarios of the
+//! same datacenters share one environment ([`run_shared`]): the control
+//! plane comes up once, and each scenario's leftovers are counted after its
+//! scale-down.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -143,6 +146,42 @@ impl Leftovers {
     pub fn is_clean(&self) -> bool {
         *self == Leftovers::default()
     }
+
+    /// What is left beyond `baseline` (the control plane's objects).
+    pub fn beyond(&self, baseline: &Leftovers) -> Leftovers {
+        Leftovers {
+            vms: self.vms.saturating_sub(baseline.vms),
+            isos: self.isos.saturating_sub(baseline.isos),
+            claims: self.claims.saturating_sub(baseline.claims),
+            addresses: self.addresses.saturating_sub(baseline.addresses),
+            machines: self.machines.saturating_sub(baseline.machines),
+        }
+    }
+
+    /// Both counts added (a shared environment's last scenario also
+    /// carries what the final Cluster deletion left).
+    pub fn plus(&self, other: &Leftovers) -> Leftovers {
+        Leftovers {
+            vms: self.vms + other.vms,
+            isos: self.isos + other.isos,
+            claims: self.claims + other.claims,
+            addresses: self.addresses + other.addresses,
+            machines: self.machines + other.machines,
+        }
+    }
+}
+
+/// When a scenario's leftovers were counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LeftoversWhen {
+    /// After the Cluster was deleted (the scenario had its own environment).
+    ClusterDeleted,
+    /// After the workers were scaled to zero, beyond what the control plane
+    /// holds (the environment is shared with the next scenario).
+    ScaledToZero,
+    /// After scaling to zero, plus what the shared environment's final
+    /// Cluster deletion left.
+    ScaledToZeroThenClusterDeleted,
 }
 
 /// Everything a scenario measured.
@@ -162,8 +201,11 @@ pub struct Outcome {
     /// The controller process at the end (before the teardown): peak RSS
     /// and total CPU time.
     pub controller: ProcessFigures,
-    /// Left behind after deleting the Cluster.
+    /// Left behind: after deleting the Cluster, or (in a shared
+    /// environment) after scaling to zero, beyond the control plane's.
     pub leftovers: Leftovers,
+    /// When [`Outcome::leftovers`] were counted.
+    pub leftovers_when: LeftoversWhen,
     /// The whole scenario, set-up and teardown included.
     pub total: Duration,
     /// The time scale it ran at.
@@ -195,6 +237,126 @@ impl Outcome {
 /// controller's log tail).
 pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<Outcome> {
     let started = Instant::now();
+    let mut env = start_env(sc, opts).await?;
+    let r = async {
+        let probe = prepare(&mut env, sc.name, opts, started).await?;
+        let mut o = measure(&mut env, sc, &probe, opts, started).await?;
+        o.controller = probe.process()?;
+        eprintln!(
+            "bench: {}: deleting the Cluster ({:.1} s)",
+            sc.name,
+            started.elapsed().as_secs_f64()
+        );
+        o.leftovers = teardown(&mut env, opts.phase_timeout).await?;
+        o.total = started.elapsed();
+        Ok(o)
+    }
+    .await;
+    env.shutdown().await;
+    r
+}
+
+/// Runs scenarios of the same datacenters one after the other in one
+/// environment: the control plane comes up once, each scenario scales the
+/// workers up and back to zero, and the Cluster is deleted after the last.
+/// Each scenario's leftovers are counted after its scale-down, beyond what
+/// the control plane holds; the last one also carries what the final
+/// deletion left. The controller's peak RSS is reset before each scenario
+/// (`/proc/PID/clear_refs`), its CPU counted from the scenario's start.
+/// After a failure the remaining scenarios are not run (the environment's
+/// state is unknown); they are reported as failed with the reason.
+pub async fn run_shared(scs: &[Scenario], opts: &RunOptions) -> Vec<Result<Outcome>> {
+    let Some(first) = scs.first() else {
+        return Vec::new();
+    };
+    let started = Instant::now();
+    let mut env = match start_env(first, opts).await {
+        Ok(env) => env,
+        Err(e) => {
+            return scs
+                .iter()
+                .map(|_| Err(E2eError::Contract(format!("environment: {e}"))))
+                .collect();
+        }
+    };
+    let mut out: Vec<Result<Outcome>> = Vec::new();
+    let probe = match prepare(&mut env, first.name, opts, started).await {
+        Ok(p) => Some(p),
+        Err(e) => {
+            out.push(Err(e));
+            None
+        }
+    };
+    let baseline = match (&probe, leftovers(&env).await) {
+        (Some(_), Ok(b)) => Some(b),
+        (Some(_), Err(e)) => {
+            out.push(Err(e));
+            None
+        }
+        (None, _) => None,
+    };
+    if let (Some(probe), Some(baseline)) = (&probe, baseline) {
+        for (i, sc) in scs.iter().enumerate() {
+            let sc_started = if i == 0 { started } else { Instant::now() };
+            if i > 0 {
+                eprintln!(
+                    "bench: {} — {} (in the environment of {})",
+                    sc.name, sc.about, first.name
+                );
+            }
+            let r = async {
+                // The first scenario counts from the process start, as a
+                // scenario in its own environment does.
+                let peak_reset = if i == 0 { Ok(()) } else { measure::reset_peak_rss(&probe.pid) };
+                let cpu0 = if i == 0 { Duration::ZERO } else { probe.process()?.cpu };
+                let mut o = measure(&mut env, sc, probe, opts, sc_started).await?;
+                let now = probe.process()?;
+                o.controller = ProcessFigures {
+                    peak_rss_kib: now.peak_rss_kib,
+                    cpu: now.cpu.saturating_sub(cpu0),
+                };
+                if let Err(e) = peak_reset {
+                    eprintln!("bench: {}: the controller's peak RSS could not be reset ({e}); it counts from the environment's start", sc.name);
+                }
+                o.leftovers = settled_leftovers(&env, &baseline, opts.phase_timeout).await?;
+                o.leftovers_when = LeftoversWhen::ScaledToZero;
+                o.total = sc_started.elapsed();
+                Ok(o)
+            }
+            .await;
+            let failed = r.is_err();
+            out.push(r);
+            if failed {
+                break;
+            }
+        }
+        eprintln!(
+            "bench: {}: deleting the Cluster ({:.1} s)",
+            first.name,
+            started.elapsed().as_secs_f64()
+        );
+        match teardown(&mut env, opts.phase_timeout).await {
+            Ok(l) => {
+                if let Some(Ok(last)) = out.last_mut() {
+                    last.leftovers = last.leftovers.plus(&l);
+                    last.leftovers_when = LeftoversWhen::ScaledToZeroThenClusterDeleted;
+                }
+            }
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    env.shutdown().await;
+    out.truncate(scs.len());
+    while out.len() < scs.len() {
+        out.push(Err(E2eError::Contract(
+            "not run: an earlier scenario in its shared environment failed".into(),
+        )));
+    }
+    out
+}
+
+/// A fresh environment for the scenario's datacenters.
+async fn start_env(sc: &Scenario, opts: &RunOptions) -> Result<Env> {
     let mut eo = EnvOptions::new(&format!("bench-{}", sc.name));
     eo.time_scale = opts.time_scale;
     eo.seed = opts.seed;
@@ -203,7 +365,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<Outcome> {
     eo.log_level = "info".into();
     eo.controller_args = opts.controller_args.clone();
     eo.keep_workdir = opts.keep_workdir;
-    let mut env = Env::start(eo).await?;
+    let env = Env::start(eo).await?;
     if opts.keep_workdir {
         eprintln!(
             "bench: {}: controller log {}",
@@ -211,9 +373,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<Outcome> {
             env.controller_log().display()
         );
     }
-    let r = drive(&mut env, sc, opts, started).await;
-    env.shutdown().await;
-    r
+    Ok(env)
 }
 
 /// The controller handles the benchmark reads.
@@ -229,12 +389,9 @@ impl Probe {
     }
 }
 
-async fn drive(
-    env: &mut Env,
-    sc: &Scenario,
-    opts: &RunOptions,
-    started: Instant,
-) -> Result<Outcome> {
+/// Applies the workload cluster and waits for its control-plane machine
+/// (provisioned, Node joined) and a quiet simulator.
+async fn prepare(env: &mut Env, name: &str, opts: &RunOptions, started: Instant) -> Result<Probe> {
     let pid = env
         .controller_pid()
         .ok_or_else(|| E2eError::Controller("not running".into()))?;
@@ -245,8 +402,7 @@ async fn drive(
     };
     let say = |what: &str| {
         eprintln!(
-            "bench: {}: {what} ({:.1} s)",
-            sc.name,
+            "bench: {name}: {what} ({:.1} s)",
             started.elapsed().as_secs_f64()
         )
     };
@@ -261,7 +417,27 @@ async fn drive(
     )
     .await?;
     wait_quiet(env, opts.phase_timeout).await?;
-    say("control plane up; scaling the workers");
+    say("control plane up");
+    Ok(probe)
+}
+
+/// The scenario's phases: workers up (and back to zero), measured. The
+/// controller figures, leftovers and total are filled in by the caller.
+async fn measure(
+    env: &mut Env,
+    sc: &Scenario,
+    probe: &Probe,
+    opts: &RunOptions,
+    started: Instant,
+) -> Result<Outcome> {
+    let say = |what: &str| {
+        eprintln!(
+            "bench: {}: {what} ({:.1} s)",
+            sc.name,
+            started.elapsed().as_secs_f64()
+        )
+    };
+    say("scaling the workers");
     let tracker = Tracker::start(env.client.clone(), &env.namespace, &fleet::worker_prefix());
     let dcs: Vec<String> = env
         .pve
@@ -277,7 +453,7 @@ async fn drive(
     let window = sc
         .provisioning_window
         .map(|s| Duration::from_secs_f64(s * opts.time_scale));
-    let up = phase(env, &tracker, &probe, &up_targets, true, window, opts).await?;
+    let up = phase(env, &tracker, probe, &up_targets, true, window, opts).await?;
     say("scale-up measured");
     let placements = fleet::placements(env);
     let lower_bound = if up.reached == up.machines {
@@ -293,25 +469,41 @@ async fn drive(
     let down = if sc.scale_down {
         tracker.forget_gone();
         let zero: Vec<(String, usize)> = dcs.iter().map(|d| (d.clone(), 0)).collect();
-        Some(phase(env, &tracker, &probe, &zero, false, None, opts).await?)
+        Some(phase(env, &tracker, probe, &zero, false, None, opts).await?)
     } else {
         None
     };
     tracker.stop();
-    say("deleting the Cluster");
-    let controller = probe.process()?;
-    let leftovers = teardown(env, opts.phase_timeout).await?;
     Ok(Outcome {
         scenario: sc.clone(),
         up,
         down,
         lower_bound,
         placements,
-        controller,
-        leftovers,
-        total: started.elapsed(),
+        controller: ProcessFigures::default(),
+        leftovers: Leftovers::default(),
+        leftovers_when: LeftoversWhen::ClusterDeleted,
+        total: Duration::ZERO,
         time_scale: opts.time_scale,
     })
+}
+
+/// Counts what is left beyond `baseline` once it stops shrinking: after a
+/// scale-down the IPAM stand-in removes addresses a moment after their
+/// claims. Waits at most `timeout`.
+async fn settled_leftovers(
+    env: &Env,
+    baseline: &Leftovers,
+    timeout: Duration,
+) -> Result<Leftovers> {
+    let start = Instant::now();
+    loop {
+        let l = leftovers(env).await?.beyond(baseline);
+        if l.is_clean() || start.elapsed() >= timeout.min(Duration::from_secs(30)) {
+            return Ok(l);
+        }
+        tokio::time::sleep(TEARDOWN_POLL).await;
+    }
 }
 
 /// Every simulated datacenter's call log, merged.
