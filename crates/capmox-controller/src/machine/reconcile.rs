@@ -302,9 +302,9 @@ struct Exec<'a> {
     uid: String,
     ns: String,
     name: String,
-    owner: Option<Machine>,
-    cluster: Option<Cluster>,
-    pc: Option<ProxmoxCluster>,
+    owner: Option<Arc<Machine>>,
+    cluster: Option<Arc<Cluster>>,
+    pc: Option<Arc<ProxmoxCluster>>,
     effective: Option<EffectiveInstance>,
     client: Option<Result<Instance, String>>,
     facts: Facts,
@@ -410,7 +410,7 @@ impl<'a> Exec<'a> {
                     .await?;
             self.pc = self.find_proxmox_cluster(cluster_name).await?;
         }
-        self.facts.paused = is_paused(self.cluster.as_ref(), &self.machine.metadata);
+        self.facts.paused = is_paused(self.cluster.as_deref(), &self.machine.metadata);
         self.facts.cluster = match (&self.cluster, &self.pc) {
             (None, _) => ClusterFact::Missing,
             (Some(_), None) => ClusterFact::NoInfraCluster,
@@ -472,7 +472,7 @@ impl<'a> Exec<'a> {
     async fn find_proxmox_cluster(
         &self,
         cluster_name: &str,
-    ) -> Result<Option<ProxmoxCluster>, Error> {
+    ) -> Result<Option<Arc<ProxmoxCluster>>, Error> {
         let st = self.ctx.stores.as_ref();
         let by_ref = self
             .cluster
@@ -500,19 +500,19 @@ impl<'a> Exec<'a> {
         &self,
         ns: &str,
         cluster: &str,
-    ) -> Result<Option<ProxmoxCluster>, Error> {
+    ) -> Result<Option<Arc<ProxmoxCluster>>, Error> {
         if let Some(st) = self.ctx.stores.as_ref() {
             let labelled = st.proxmox_clusters.state().into_iter().find(|pc| {
                 pc.namespace().as_deref() == Some(ns)
                     && pc.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
             });
             if let Some(pc) = labelled {
-                return Ok(Some((*pc).clone()));
+                return Ok(Some(pc));
             }
         }
         let api: Api<ProxmoxCluster> = Api::namespaced(self.ctx.shared.kube.clone(), ns);
         let lp = ListParams::default().labels(&format!("{CLUSTER_NAME_LABEL}={cluster}"));
-        Ok(api.list(&lp).await?.items.into_iter().next())
+        Ok(api.list(&lp).await?.items.into_iter().next().map(Arc::new))
     }
 
     async fn instance(&mut self) -> Result<Instance, String> {

@@ -198,14 +198,21 @@ impl CloneSlots {
 
     fn with<T>(&self, identity: &str, template: u32, f: impl FnOnce(&mut Slots) -> T) -> T {
         let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        let slots = m
-            .entry((identity.to_string(), template))
+        f(Self::slots(&mut m, self.ceiling, identity, template))
+    }
+
+    fn slots<'m>(
+        m: &'m mut HashMap<(String, u32), Slots>,
+        ceiling: usize,
+        identity: &str,
+        template: u32,
+    ) -> &'m mut Slots {
+        m.entry((identity.to_string(), template))
             .or_insert_with(|| Slots {
                 held: BTreeSet::new(),
-                window: self.ceiling,
+                window: ceiling,
                 line: VecDeque::new(),
-            });
-        f(slots)
+            })
     }
 
     fn send(&self, machines: Vec<ObjectRef<ProxmoxMachine>>) {
@@ -221,7 +228,8 @@ impl CloneSlots {
     /// Takes a slot for `owner` (idempotent), whose ProxmoxMachine is
     /// `machine`. Free slots go to the machines in line first, in the
     /// order they first asked; a caller that gets none joins (or keeps its
-    /// place in) the line.
+    /// place in) the line. The owner now asks for this template only, so
+    /// it leaves every other line.
     pub fn acquire(
         &self,
         identity: &str,
@@ -229,46 +237,37 @@ impl CloneSlots {
         owner: &str,
         machine: &ObjectRef<ProxmoxMachine>,
     ) -> SlotGrant {
-        let stale_after = self.stale_after;
-        let granted = self.with(identity, template, |s| {
-            if s.held.contains(owner) {
-                return SlotGrant::Granted;
-            }
-            s.prune(stale_after);
-            let place = s.line.iter().position(|w| w.owner == owner);
-            let ahead = place.unwrap_or(s.line.len());
-            if ahead < s.free() {
-                if let Some(i) = place {
-                    s.line.remove(i);
-                }
-                s.held.insert(owner.to_string());
-                return SlotGrant::Granted;
-            }
-            match place {
-                Some(i) => s.line[i].asked = Instant::now(),
-                None => s.line.push_back(InLine {
-                    owner: owner.to_string(),
-                    machine: machine.clone(),
-                    asked: Instant::now(),
-                }),
-            }
-            SlotGrant::InLine {
-                running: s.held.len(),
-                ahead,
-            }
-        });
-        // The owner now asks for this template only: it waits in no other line.
-        self.leave_lines(owner, Some((identity, template)));
-        granted
-    }
-
-    fn leave_lines(&self, owner: &str, except: Option<(&str, u32)>) {
         let mut m = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         for ((id, t), s) in m.iter_mut() {
-            if except.is_some_and(|(ei, et)| ei == id && et == *t) {
-                continue;
+            if id != identity || *t != template {
+                s.line.retain(|w| w.owner != owner);
             }
-            s.line.retain(|w| w.owner != owner);
+        }
+        let s = Self::slots(&mut m, self.ceiling, identity, template);
+        if s.held.contains(owner) {
+            return SlotGrant::Granted;
+        }
+        s.prune(self.stale_after);
+        let place = s.line.iter().position(|w| w.owner == owner);
+        let ahead = place.unwrap_or(s.line.len());
+        if ahead < s.free() {
+            if let Some(i) = place {
+                s.line.remove(i);
+            }
+            s.held.insert(owner.to_string());
+            return SlotGrant::Granted;
+        }
+        match place {
+            Some(i) => s.line[i].asked = Instant::now(),
+            None => s.line.push_back(InLine {
+                owner: owner.to_string(),
+                machine: machine.clone(),
+                asked: Instant::now(),
+            }),
+        }
+        SlotGrant::InLine {
+            running: s.held.len(),
+            ahead,
         }
     }
 

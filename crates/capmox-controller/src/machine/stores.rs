@@ -250,8 +250,8 @@ pub async fn bootstrap_value(
         .and_then(|s| secret_key(&s, BOOTSTRAP_VALUE_KEY)))
 }
 
-/// Object `name` in `ns` from `store`, else one GET (it may be newer than
-/// the watch, or there is no store).
+/// Object `name` in `ns` from `store` (shared, not copied), else one GET
+/// (it may be newer than the watch, or there is no store).
 ///
 /// # Errors
 /// [`Error::Kube`] of the GET.
@@ -260,7 +260,7 @@ pub async fn read_through<K>(
     kube: &Client,
     ns: &str,
     name: &str,
-) -> Result<Option<K>, Error>
+) -> Result<Option<Arc<K>>, Error>
 where
     K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -269,9 +269,12 @@ where
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     if let Some(found) = store.and_then(|s| s.get(&ObjectRef::new(name).within(ns))) {
-        return Ok(Some((*found).clone()));
+        return Ok(Some(found));
     }
-    Ok(Api::<K>::namespaced(kube.clone(), ns).get_opt(name).await?)
+    Ok(Api::<K>::namespaced(kube.clone(), ns)
+        .get_opt(name)
+        .await?
+        .map(Arc::new))
 }
 
 #[cfg(test)]
