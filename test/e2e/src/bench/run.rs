@@ -318,7 +318,12 @@ pub async fn run_shared(scs: &[Scenario], opts: &RunOptions) -> Vec<Result<Outco
                 if let Err(e) = peak_reset {
                     eprintln!("bench: {}: the controller's peak RSS could not be reset ({e}); it counts from the environment's start", sc.name);
                 }
-                o.leftovers = settled_leftovers(&env, &baseline, opts.phase_timeout).await?;
+                o.leftovers = wait_leftovers(
+                    &mut env,
+                    &baseline,
+                    opts.phase_timeout.min(Duration::from_secs(30)),
+                )
+                .await?;
                 o.leftovers_when = LeftoversWhen::ScaledToZero;
                 o.total = sc_started.elapsed();
                 Ok(o)
@@ -488,20 +493,25 @@ async fn measure(
     })
 }
 
-/// Counts what is left beyond `baseline` once it stops shrinking: after a
-/// scale-down the IPAM stand-in removes addresses a moment after their
-/// claims. Waits at most `timeout`.
-async fn settled_leftovers(
-    env: &Env,
+/// Counts what is left beyond `baseline` (every [`TEARDOWN_POLL`]) until
+/// nothing is, or `timeout` passed, and answers the last count. Deletion
+/// goes on while it waits (after a scale-down the IPAM stand-in removes
+/// addresses a moment after their claims).
+///
+/// # Errors
+/// A failed LIST, or the controller process gone.
+async fn wait_leftovers(
+    env: &mut Env,
     baseline: &Leftovers,
     timeout: Duration,
 ) -> Result<Leftovers> {
     let start = Instant::now();
     loop {
         let l = leftovers(env).await?.beyond(baseline);
-        if l.is_clean() || start.elapsed() >= timeout.min(Duration::from_secs(30)) {
+        if l.is_clean() || start.elapsed() >= timeout {
             return Ok(l);
         }
+        env.check_controller()?;
         tokio::time::sleep(TEARDOWN_POLL).await;
     }
 }
@@ -663,15 +673,7 @@ async fn teardown(env: &mut Env, timeout: Duration) -> Result<Leftovers> {
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),
     }
-    let start = Instant::now();
-    loop {
-        let l = leftovers(env).await?;
-        if l.is_clean() || start.elapsed() >= timeout {
-            return Ok(l);
-        }
-        env.check_controller()?;
-        tokio::time::sleep(TEARDOWN_POLL).await;
-    }
+    wait_leftovers(env, &Leftovers::default(), timeout).await
 }
 
 /// How often the teardown counts what is left.
