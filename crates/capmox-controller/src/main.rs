@@ -8,14 +8,13 @@ use capmox_controller::manager::{self, Flags};
 use capmox_controller::telemetry;
 use clap::Parser;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let flags = Flags::parse();
     if let Err(e) = telemetry::init(flags.log_format, &flags.log_level) {
         eprintln!("capmox-controller: cannot set up logging: {e}");
         return ExitCode::FAILURE;
     }
-    match manager::run(flags).await {
+    match manager::run_blocking(flags) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, category = e.category(), "capmox-controller failed");

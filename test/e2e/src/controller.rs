@@ -77,6 +77,8 @@ fn build(target: &Path, profile: &str) -> std::result::Result<(), String> {
             "build",
             "--quiet",
             "-p",
+            "capmox-e2e",
+            "-p",
             "capmox-controller",
             "--bin",
             BINARY,
@@ -93,7 +95,7 @@ fn build(target: &Path, profile: &str) -> std::result::Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "`cargo build -p capmox-controller --profile {profile}` failed ({}):\n{}",
+            "`cargo build -p capmox-e2e -p capmox-controller --bin {BINARY} --profile {profile}` failed ({}):\n{}",
             out.status,
             String::from_utf8_lossy(&out.stderr)
         ))

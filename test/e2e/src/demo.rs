@@ -141,6 +141,16 @@ fn running(rows: &[MachineRow], env: &Env, cp: usize, workers: usize) -> bool {
             .all(|r| r.phase == "Running" && r.provisioned && !r.deleting)
 }
 
+/// [`run`] on a Tokio runtime of its own, for the `demo` binary's plain
+/// `main` (an `async fn` awaited by the binary would be compiled again in
+/// the binary's crate; see [`crate::bench::run_all_blocking`]).
+///
+/// # Errors
+/// [`crate::E2eError::Io`] when the runtime cannot be built; otherwise as [`run`].
+pub fn run_blocking(opts: DemoOptions) -> Result<()> {
+    crate::runtime()?.block_on(run(opts))
+}
+
 /// Runs the demo.
 ///
 /// # Errors

@@ -30,3 +30,18 @@ pub mod standin;
 pub mod table;
 
 pub use error::{E2eError, Result};
+
+/// A multi-threaded Tokio runtime (all features) for the binaries' plain
+/// `main`s ([`bench::run_all_blocking`], [`demo::run_blocking`]).
+///
+/// # Errors
+/// [`E2eError::Io`] when the runtime's threads or I/O driver cannot start.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|source| E2eError::Io {
+            path: "tokio runtime".into(),
+            source,
+        })
+}

@@ -295,8 +295,34 @@ async fn write_status(
     }
 }
 
-/// Counts the ProxmoxMachines labelled with the CAPI cluster name, by `spec.instance`.
+/// Counts the ProxmoxMachines labelled with the CAPI cluster name, by
+/// `spec.instance`: from the machine controller's store when it runs in
+/// this process and sees every machine (no LIST: a ProxmoxMachine change
+/// triggers this reconcile, and LISTing 1,000 machines on each one cost
+/// O(N²) objects served during a scale-down), else with one LIST.
+///
+/// The store and this controller's own ProxmoxMachine watch are separate
+/// watches of the same objects; the reconcile runs a debounce
+/// ([`super::DEBOUNCE`]) after the trigger, by when the store has the same
+/// change. Deletion does not rely on it: see [`count_machines_listed`].
 async fn count_machines(
+    shared: &Shared,
+    ns: &str,
+    capi_name: &str,
+) -> Result<MachineCounts, Error> {
+    match shared.complete_machine_stores() {
+        Some(stores) => {
+            stores.ready().await?;
+            let machines = stores.cluster_machines(ns, capi_name);
+            Ok(tally(machines.iter().map(|m| m.as_ref())))
+        }
+        None => count_machines_listed(shared, ns, capi_name).await,
+    }
+}
+
+/// [`count_machines`] with one LIST, always: what the API server holds now.
+/// The ProxmoxCluster's finalizer comes off only when this says none is left.
+async fn count_machines_listed(
     shared: &Shared,
     ns: &str,
     capi_name: &str,
@@ -305,8 +331,13 @@ async fn count_machines(
     let list = api
         .list(&ListParams::default().labels(&cluster_selector(capi_name)))
         .await?;
+    Ok(tally(list.items.iter()))
+}
+
+/// Machine counts of `machines` by instance and phase, names sorted.
+fn tally<'a>(machines: impl Iterator<Item = &'a ProxmoxMachine>) -> MachineCounts {
     let mut counts = MachineCounts::default();
-    for m in &list.items {
+    for m in machines {
         counts.names.push(m.name_any());
         let instance = m.spec.instance.as_deref().filter(|s| !s.is_empty());
         match instance {
@@ -320,7 +351,7 @@ async fn count_machines(
         *counts.phases.entry(key).or_insert(0) += 1;
     }
     counts.names.sort();
-    Ok(counts)
+    counts
 }
 
 /// The phase of a ProxmoxMachine for metrics: `Deleting`, `Provisioned`,
@@ -355,7 +386,12 @@ async fn cleanup(
         return Ok(Action::await_change());
     }
     let ns = pc.namespace().unwrap_or_default();
-    let machines = count_machines(shared, &ns, capi_name).await?;
+    // The store says which machines are still there; that none is left is
+    // confirmed with a LIST before the pools and the finalizer go.
+    let mut machines = count_machines(shared, &ns, capi_name).await?;
+    if machines.total() == 0 {
+        machines = count_machines_listed(shared, &ns, capi_name).await?;
+    }
     if machines.total() > 0 {
         let previous = pc.status.clone().unwrap_or_default();
         let st = decide::decide_deleting(

@@ -115,6 +115,7 @@ pub fn controller_with(
         pcs_store,
         secrets_store,
     );
+    shared.share_machine_stores(stores.clone());
     let ctx = Arc::new(Context {
         shared: shared.clone(),
         runtime,

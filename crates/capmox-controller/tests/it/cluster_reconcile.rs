@@ -8,11 +8,12 @@
 use crate::support::cluster as support;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use capmox_controller::api::{
     ApiEndpoint, ClusterMode, InstanceNetwork, IpConfig, ProxmoxCluster, ProxmoxClusterSpec,
-    SecretRef,
+    ProxmoxMachine, SecretRef,
 };
 use capmox_controller::capi::core::Cluster;
 use k8s_openapi::api::core::v1::Secret;
@@ -778,5 +779,135 @@ async fn template_and_node_problems_are_reported() {
     // Credentials are fine on both: only instance health suffers.
     assert_eq!(condition(&pc, "CredentialsReady").0, "True");
     assert_eq!(condition(&pc, "InstancesReady").0, "False");
+    env.stop().await;
+}
+
+/// Stores for [`Shared::share_machine_stores`] holding `machines` (the other
+/// kinds empty), each marked as having its initial list; the writers are
+/// returned to keep the stores alive.
+fn machine_stores(
+    machines: Vec<ProxmoxMachine>,
+) -> (
+    capmox_controller::machine::Stores,
+    Vec<Box<dyn std::any::Any>>,
+) {
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event as W;
+    fn filled<K>(objs: Vec<K>) -> (kube::runtime::reflector::Store<K>, Box<dyn std::any::Any>)
+    where
+        K: kube::Resource + Clone + 'static,
+        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+    {
+        let (s, mut w) = store::<K>();
+        w.apply_watcher_event(&W::Init);
+        for o in objs {
+            w.apply_watcher_event(&W::InitApply(o));
+        }
+        w.apply_watcher_event(&W::InitDone);
+        (s, Box::new(w))
+    }
+    let (m, wm) = filled(machines);
+    let (o, wo) = filled::<capmox_controller::capi::core::Machine>(Vec::new());
+    let (c, wc) = filled::<Cluster>(Vec::new());
+    let (p, wp) = filled::<ProxmoxCluster>(Vec::new());
+    let (s, ws) = filled::<Secret>(Vec::new());
+    (
+        capmox_controller::machine::Stores::new(m, o, c, p, s),
+        vec![wm, wo, wc, wp, ws],
+    )
+}
+
+/// A ProxmoxMachine of CAPI cluster `cluster` in [`NS`] as a store holds it.
+fn stored_machine(cluster: &str, name: &str, instance: Option<&str>) -> ProxmoxMachine {
+    let mut m = ProxmoxMachine::new(
+        name,
+        capmox_controller::api::ProxmoxMachineSpec {
+            instance: instance.map(str::to_string),
+            ..Default::default()
+        },
+    );
+    m.metadata.namespace = Some(NS.into());
+    m.metadata.uid = Some(format!("uid-{name}"));
+    m.metadata.labels = Some(BTreeMap::from([(
+        "cluster.x-k8s.io/cluster-name".to_string(),
+        cluster.to_string(),
+    )]));
+    m
+}
+
+/// With the machine controller's stores shared in the process, a reconcile
+/// counts machines from them (the API server is not asked: here it holds
+/// another picture), unless `--watch-filter` makes the store incomplete.
+/// A deletion still waits for a LIST that finds no machine.
+#[tokio::test]
+async fn counts_come_from_the_machine_stores_and_deletion_confirms_with_a_list() {
+    let env = Env::start().await;
+    env.put_all_credentials().await;
+    let ctx = env.context(TICK);
+    env.create_cluster("stored", spec(ClusterMode::MultiInstance, three()))
+        .await;
+    // In the API server: one machine in dc-a. In the stores: two in dc-b.
+    env.create_machine("stored", "stored-md-1", Some("dc-a"))
+        .await;
+    let (stores, _writers) = machine_stores(vec![
+        stored_machine("stored", "stored-md-8", Some("dc-b")),
+        stored_machine("stored", "stored-md-9", Some("dc-b")),
+        stored_machine("other", "other-md-1", Some("dc-c")),
+    ]);
+    ctx.shared.share_machine_stores(stores.clone());
+    let pc = reconcile(&env, &ctx, "stored").await;
+    let counts: Vec<(String, u32)> = instances(&pc)
+        .into_iter()
+        .map(|(name, _, n, _)| (name, n))
+        .collect();
+    assert_eq!(
+        counts,
+        vec![
+            ("dc-a".to_string(), 0),
+            ("dc-b".to_string(), 2),
+            ("dc-c".to_string(), 0)
+        ],
+        "counted from the stores"
+    );
+
+    // --watch-filter: the store lacks unlabelled machines; LIST instead.
+    let mut opts = options(TICK);
+    opts.watch_filter = Some("team-a".into());
+    let (filtered, _) = env.shared(opts);
+    filtered.share_machine_stores(stores);
+    let fctx = Arc::new(capmox_controller::cluster::ClusterContext::new(filtered));
+    let pc = reconcile(&env, &fctx, "stored").await;
+    assert_eq!(instances(&pc)[0].2, 1, "dc-a counted from a LIST");
+    assert_eq!(instances(&pc)[1].2, 0);
+
+    // Deleting: stores that hold no machine of the cluster do not drop the
+    // finalizer while the API server still has one.
+    let (empty, _writers2) = machine_stores(Vec::new());
+    let (shared, _) = env.shared(options(TICK));
+    shared.share_machine_stores(empty);
+    let dctx = Arc::new(capmox_controller::cluster::ClusterContext::new(shared));
+    env.pcs()
+        .delete("stored", &DeleteParams::default())
+        .await
+        .unwrap();
+    let pc = reconcile(&env, &dctx, "stored").await;
+    assert_eq!(
+        condition(&pc, "Ready").1,
+        "WaitingForMachines",
+        "a LIST found stored-md-1"
+    );
+    assert_eq!(
+        pc.finalizers(),
+        ["proxmoxcluster.infrastructure.cluster.x-k8s.io"]
+    );
+    env.machines()
+        .delete("stored-md-1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let pc = env.get("stored").await;
+    capmox_controller::cluster::reconcile_once(&pc, &dctx)
+        .await
+        .unwrap();
+    assert!(env.pcs().get_opt("stored").await.unwrap().is_none());
     env.stop().await;
 }

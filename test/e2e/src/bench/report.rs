@@ -325,6 +325,15 @@ pub fn details(results: &[ScenarioResult], cores: usize) -> String {
         let ScenarioResult::Done(o) = r else { continue };
         let s = o.time_scale;
         let _ = writeln!(t, "### {} — {}\n", o.scenario.name, o.scenario.about);
+        if o.scenario.time_scale_factor != 1.0 {
+            let _ = writeln!(
+                t,
+                "Time scale {} (the run's × {}: a 60 s clone takes {:.1} s real).\n",
+                o.time_scale,
+                o.scenario.time_scale_factor,
+                60.0 * o.time_scale
+            );
+        }
         if let Some(lb) = &o.lower_bound {
             let parts: Vec<String> = lb
                 .clusters

@@ -42,12 +42,20 @@ pub struct Scenario {
     pub provisioning_window: Option<f64>,
     /// The ratio to the lower bound this project holds itself to (not asserted).
     pub ratio_target: Option<f64>,
+    /// This scenario runs at the run's time scale times this (1.0: the
+    /// run's). Simulated durations are what it reports either way.
+    pub time_scale_factor: f64,
 }
 
 impl Scenario {
     /// Workers in total.
     pub fn machines(&self) -> usize {
         self.workers.iter().sum()
+    }
+
+    /// The time scale this scenario runs at under `opts`.
+    pub fn time_scale(&self, opts: &RunOptions) -> f64 {
+        opts.time_scale * self.time_scale_factor
     }
 }
 
@@ -363,7 +371,7 @@ pub async fn run_shared(scs: &[Scenario], opts: &RunOptions) -> Vec<Result<Outco
 /// A fresh environment for the scenario's datacenters.
 async fn start_env(sc: &Scenario, opts: &RunOptions) -> Result<Env> {
     let mut eo = EnvOptions::new(&format!("bench-{}", sc.name));
-    eo.time_scale = opts.time_scale;
+    eo.time_scale = sc.time_scale(opts);
     eo.seed = opts.seed;
     eo.sim = Some(fleet::sim_config(sc.datacenters)?);
     eo.wait_floor = opts.phase_timeout;
@@ -457,7 +465,7 @@ async fn measure(
         .collect();
     let window = sc
         .provisioning_window
-        .map(|s| Duration::from_secs_f64(s * opts.time_scale));
+        .map(|s| Duration::from_secs_f64(s * sc.time_scale(opts)));
     let up = phase(env, &tracker, probe, &up_targets, true, window, opts).await?;
     say("scale-up measured");
     let placements = fleet::placements(env);
@@ -489,7 +497,7 @@ async fn measure(
         leftovers: Leftovers::default(),
         leftovers_when: LeftoversWhen::ClusterDeleted,
         total: Duration::ZERO,
-        time_scale: opts.time_scale,
+        time_scale: sc.time_scale(opts),
     })
 }
 

@@ -46,8 +46,7 @@ struct Args {
     keep: bool,
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -82,7 +81,7 @@ async fn main() -> ExitCode {
         },
     };
     let started = Instant::now();
-    let results = match bench::run_all(&opts).await {
+    let results = match bench::run_all_blocking(&opts) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("bench: {e}");

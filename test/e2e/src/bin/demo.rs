@@ -42,8 +42,7 @@ fn positive_scale(s: &str) -> Result<f64, String> {
     }
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let args = Args::parse();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(
@@ -59,7 +58,7 @@ async fn main() -> ExitCode {
         kube_port: args.kube_port,
         timeout: Duration::from_secs(args.timeout_secs),
     };
-    match demo::run(opts).await {
+    match demo::run_blocking(opts) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("demo failed: {e}");

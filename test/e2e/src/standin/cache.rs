@@ -185,6 +185,9 @@ pub struct Caches {
     pub objects: Seen<DynamicObject>,
     /// The MachineSet controller's Machines, by owner.
     pub set_machines: Children<Machine>,
+    /// Every Machine in scope (the Cluster controller's reflector; a
+    /// reflector store drops deleted objects, so it can count them).
+    pub all_machines: std::sync::OnceLock<kube::runtime::reflector::Store<Machine>>,
 }
 
 impl<K> Seen<K>

@@ -98,19 +98,24 @@ async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
     // fail with 409; a newer version triggers another reconcile). Its
     // Machines as the watch delivered them, LISTed when that copy asks for
     // a create or delete (a copy missing a just-created Machine would
-    // create a duplicate), while the set is deleted, and once per resync.
+    // create a duplicate), when a deleted set's copy shows none left (the
+    // finalizer goes only after a LIST agrees), and once per resync.
     let ms: &MachineSet = &obj;
     let uid = ms.metadata.uid.clone().unwrap_or_default();
     let want = usize::try_from(ms.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
     let mut machines = Vec::new();
     let mut fresh = false;
-    if !is_deleting(&ms.metadata) && ctx.seen.set_machines.listed_within(&uid, ctx.opts.resync) {
+    if ctx.seen.set_machines.listed_within(&uid, ctx.opts.resync) {
         machines = ctx.seen.set_machines.of_owner(&ns, &uid);
-        let active = machines
-            .iter()
-            .filter(|m| !is_deleting(&m.metadata))
-            .count();
-        fresh = active == want;
+        fresh = if is_deleting(&ms.metadata) {
+            !machines.is_empty()
+        } else {
+            let active = machines
+                .iter()
+                .filter(|m| !is_deleting(&m.metadata))
+                .count();
+            active == want
+        };
     }
     if !fresh {
         machines = owned_machines(&ctx, ms).await?;
