@@ -817,21 +817,10 @@ fn machine_stores(
     )
 }
 
-/// A ProxmoxMachine of CAPI cluster `cluster` in [`NS`] as a store holds it.
+/// A ProxmoxMachine of CAPI cluster `cluster` as a store holds it (with a UID).
 fn stored_machine(cluster: &str, name: &str, instance: Option<&str>) -> ProxmoxMachine {
-    let mut m = ProxmoxMachine::new(
-        name,
-        capmox_controller::api::ProxmoxMachineSpec {
-            instance: instance.map(str::to_string),
-            ..Default::default()
-        },
-    );
-    m.metadata.namespace = Some(NS.into());
+    let mut m = machine_of(cluster, name, instance);
     m.metadata.uid = Some(format!("uid-{name}"));
-    m.metadata.labels = Some(BTreeMap::from([(
-        "cluster.x-k8s.io/cluster-name".to_string(),
-        cluster.to_string(),
-    )]));
     m
 }
 

@@ -241,20 +241,8 @@ impl Env {
 
     /// Creates a ProxmoxMachine of cluster `cluster`, placed in `instance`.
     pub async fn create_machine(&self, cluster: &str, name: &str, instance: Option<&str>) {
-        let mut m = ProxmoxMachine::new(
-            name,
-            ProxmoxMachineSpec {
-                instance: instance.map(str::to_string),
-                ..ProxmoxMachineSpec::default()
-            },
-        );
-        m.metadata.namespace = Some(NS.into());
-        m.metadata.labels = Some(BTreeMap::from([(
-            "cluster.x-k8s.io/cluster-name".to_string(),
-            cluster.to_string(),
-        )]));
         self.machines()
-            .create(&PostParams::default(), &m)
+            .create(&PostParams::default(), &machine_of(cluster, name, instance))
             .await
             .unwrap();
     }
@@ -276,6 +264,24 @@ impl Env {
         self.pve.shutdown().await;
         self.kube_sim.shutdown().await;
     }
+}
+
+/// A ProxmoxMachine `name` in [`NS`] of CAPI cluster `cluster` (label),
+/// placed in `instance`.
+pub fn machine_of(cluster: &str, name: &str, instance: Option<&str>) -> ProxmoxMachine {
+    let mut m = ProxmoxMachine::new(
+        name,
+        ProxmoxMachineSpec {
+            instance: instance.map(str::to_string),
+            ..ProxmoxMachineSpec::default()
+        },
+    );
+    m.metadata.namespace = Some(NS.into());
+    m.metadata.labels = Some(BTreeMap::from([(
+        "cluster.x-k8s.io/cluster-name".to_string(),
+        cluster.to_string(),
+    )]));
+    m
 }
 
 /// Options for reconcile-level tests (real time; `probe_period` chosen by the test).
