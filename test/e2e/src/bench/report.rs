@@ -50,6 +50,10 @@ pub struct RunInfo {
     pub time_scale: f64,
     /// Extra controller arguments.
     pub controller_args: Vec<String>,
+    /// The Cargo profile the benchmark was built with (the name of the
+    /// directory its binary is in: `benchmark` for `make bench`), `None`
+    /// when it cannot be told.
+    pub profile: Option<String>,
     /// The whole run.
     pub total: Duration,
 }
@@ -71,9 +75,17 @@ impl RunInfo {
             commit: commit(),
             time_scale: opts.run.time_scale,
             controller_args: opts.run.controller_args.clone(),
+            profile: build_profile(),
             total,
         }
     }
+}
+
+/// The directory name of the running binary (`<target>/<profile>/bench`).
+fn build_profile() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let dir = exe.parent()?.file_name()?.to_str()?;
+    Some(if dir == "debug" { "dev" } else { dir }.to_string())
 }
 
 /// The repository's short commit, `+dirty` when the tree has uncommitted
@@ -417,7 +429,7 @@ pub fn generated(info: &RunInfo, results: &[ScenarioResult]) -> String {
     let _ = writeln!(t, "{BEGIN}");
     let _ = writeln!(
         t,
-        "Run {} on {} cores{}, {:.1} GiB memory; commit `{}`; time scale {} (a 60 s clone takes {:.1} s real); controller arguments beyond the e2e defaults: {}; {:.0} s in all.\n",
+        "Run {} on {} cores{}, {:.1} GiB memory; commit `{}`{}; time scale {} (a 60 s clone takes {:.1} s real); controller arguments beyond the e2e defaults: {}; {:.0} s in all.\n",
         info.date,
         info.cores,
         info.cpu_model
@@ -426,6 +438,10 @@ pub fn generated(info: &RunInfo, results: &[ScenarioResult]) -> String {
             .unwrap_or_default(),
         info.memory_kib as f64 / (1024.0 * 1024.0),
         info.commit,
+        info.profile
+            .as_ref()
+            .map(|p| format!(", Cargo profile `{p}`"))
+            .unwrap_or_default(),
         info.time_scale,
         60.0 * info.time_scale,
         if info.controller_args.is_empty() {

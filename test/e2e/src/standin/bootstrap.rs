@@ -204,9 +204,15 @@ fn percent(s: &str) -> String {
 async fn reconcile(obj: Arc<KubeadmConfig>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<KubeadmConfig> = ctx.api(&ns);
-    // The config, its Machine and Cluster as the watches last delivered them
-    // (a newer version of any triggers another reconcile).
-    let cfg: &KubeadmConfig = &obj;
+    // The config as the API server holds it (the watch's copy lags when the
+    // stand-in is busy: in objects-1000 configs already deleted were
+    // reconciled for minutes, each pass creating a Secret and failing to
+    // write their status); its Machine and Cluster as the watches last
+    // delivered them (a newer version of either triggers another reconcile).
+    let Some(fresh) = api.get_opt(&obj.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let cfg: &KubeadmConfig = &fresh;
     if is_deleting(&cfg.metadata) {
         return Ok(Action::await_change());
     }

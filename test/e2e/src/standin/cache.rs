@@ -135,6 +135,12 @@ impl<K: Resource> Children<K> {
         }
     }
 
+    /// Drops `namespace`/`name` (the API server answered that it is gone).
+    pub fn forget(&self, namespace: &str, name: &str) {
+        let mut map = self.objects.lock().unwrap_or_else(|p| p.into_inner());
+        map.remove(&(namespace.to_string(), name.to_string()));
+    }
+
     /// The children of the owner with `uid` in `namespace` (any owner
     /// reference, controller or not), sorted by name.
     pub fn of_owner(&self, namespace: &str, uid: &str) -> Vec<Arc<K>> {

@@ -279,29 +279,30 @@ async fn ensure_owner_and_label(
     cluster: &Cluster,
 ) -> Result<()> {
     let uid = cluster.metadata.uid.clone().unwrap_or_default();
-    let has_owner = meta::is_owned_by(&obj.metadata, &uid);
-    let has_label =
-        meta::label(&obj.metadata, CLUSTER_NAME_LABEL) == Some(cluster.name_any().as_str());
-    if has_owner && has_label {
+    let cluster_name = cluster.name_any();
+    let change = |md: &kube::api::ObjectMeta| {
+        let has_owner = meta::is_owned_by(md, &uid);
+        let has_label = meta::label(md, CLUSTER_NAME_LABEL) == Some(cluster_name.as_str());
+        if has_owner && has_label {
+            return None;
+        }
+        let mut refs = md.owner_references.clone().unwrap_or_default();
+        if !has_owner {
+            refs.push(meta::owner_ref(
+                "cluster.x-k8s.io/v1beta2",
+                "Cluster",
+                &cluster.metadata,
+                false,
+                true,
+            ));
+        }
+        Some(json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster_name}}))
+    };
+    if change(&obj.metadata).is_none() {
         return Ok(());
     }
-    let mut refs = obj.metadata.owner_references.clone().unwrap_or_default();
-    if !has_owner {
-        refs.push(meta::owner_ref(
-            "cluster.x-k8s.io/v1beta2",
-            "Cluster",
-            &cluster.metadata,
-            false,
-            true,
-        ));
-    }
     let api = clone::api_for(ctx, ns, r).await?;
-    meta::patch_metadata(
-        &api,
-        &obj.metadata,
-        json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster.name_any()}}),
-    )
-    .await?;
+    meta::update_metadata(&api, &obj.metadata, change).await?;
     Ok(())
 }
 

@@ -89,10 +89,18 @@ pub(crate) async fn run(ctx: Arc<Ctx>, infra: Vec<ApiResource>) {
 async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
     let api: Api<Machine> = ctx.api(&ns);
-    // The Machine as the watch last delivered it: a write from a stale copy
-    // fails with 409 (metadata patches carry `resourceVersion`) and a newer
-    // version triggers another reconcile, so no GET is needed.
-    let m: &Machine = &obj;
+    // The Machine as the API server holds it. The watch's copy lags behind
+    // when the stand-in is busy (in objects-1000 by ~15,000 writes), and every
+    // reconcile of a stale copy rewrote what was already written: its status,
+    // a finalizer (409), a phase; those writes made the watch lag more. A GET
+    // costs less than the writes it saves.
+    let Some(fresh) = api.get_opt(&obj.name_any()).await? else {
+        return Ok(Action::await_change());
+    };
+    let m: &Machine = &fresh;
+    if is_deleting(&m.metadata) {
+        return reconcile_delete(&ctx, &api, m).await;
+    }
     let cluster = match ctx.seen.clusters.get_typed(&ns, &m.spec.cluster_name) {
         Some(c) => Some((*c).clone()),
         None => {
@@ -101,9 +109,6 @@ async fn reconcile(obj: Arc<Machine>, ctx: Arc<Ctx>) -> Result<Action> {
                 .await?
         }
     };
-    if is_deleting(&m.metadata) {
-        return reconcile_delete(&ctx, &api, m).await;
-    }
     if ensure_label_and_adoption(&api, m, cluster.as_ref()).await? {
         return Ok(ctx.poll());
     }
@@ -250,29 +255,31 @@ async fn ensure_label_and_adoption(
     m: &Machine,
     cluster: Option<&Cluster>,
 ) -> Result<bool> {
-    let has_label =
-        meta::label(&m.metadata, CLUSTER_NAME_LABEL) == Some(m.spec.cluster_name.as_str());
-    let refs = m.metadata.owner_references.clone().unwrap_or_default();
-    let orphan = !refs.iter().any(|o| o.controller == Some(true))
-        && owner_of(&m.metadata, CLUSTER_GROUP, "Cluster").is_none();
-    let adopt = orphan.then_some(cluster).flatten();
-    if has_label && adopt.is_none() {
-        return Ok(false);
-    }
-    let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: m.spec.cluster_name}});
-    if let Some(c) = adopt {
-        let mut refs = refs;
-        refs.push(meta::owner_ref(
-            "cluster.x-k8s.io/v1beta2",
-            "Cluster",
-            &c.metadata,
-            false,
-            true,
-        ));
-        fields["ownerReferences"] = json!(refs);
-    }
-    meta::patch_metadata(api, &m.metadata, fields).await?;
-    Ok(true)
+    let cluster_name = m.spec.cluster_name.as_str();
+    meta::update_metadata(api, &m.metadata, |md| {
+        let has_label = meta::label(md, CLUSTER_NAME_LABEL) == Some(cluster_name);
+        let refs = md.owner_references.clone().unwrap_or_default();
+        let orphan = !refs.iter().any(|o| o.controller == Some(true))
+            && owner_of(md, CLUSTER_GROUP, "Cluster").is_none();
+        let adopt = orphan.then_some(cluster).flatten();
+        if has_label && adopt.is_none() {
+            return None;
+        }
+        let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}});
+        if let Some(c) = adopt {
+            let mut refs = refs;
+            refs.push(meta::owner_ref(
+                "cluster.x-k8s.io/v1beta2",
+                "Cluster",
+                &c.metadata,
+                false,
+                true,
+            ));
+            fields["ownerReferences"] = json!(refs);
+        }
+        Some(fields)
+    })
+    .await
 }
 
 /// Makes the Machine the controller of `obj` (removing the MachineSet and
@@ -285,34 +292,35 @@ async fn ensure_controller(
     m: &Machine,
 ) -> Result<()> {
     let uid = m.metadata.uid.clone().unwrap_or_default();
-    let refs = obj.metadata.owner_references.clone().unwrap_or_default();
-    let is_controller = refs
-        .iter()
-        .any(|o| o.uid == uid && o.controller == Some(true));
-    let stale = refs.iter().any(is_creator);
-    let has_label =
-        meta::label(&obj.metadata, CLUSTER_NAME_LABEL) == Some(m.spec.cluster_name.as_str());
-    if is_controller && !stale && has_label {
+    let cluster_name = m.spec.cluster_name.as_str();
+    let change = |md: &kube::api::ObjectMeta| {
+        let refs = md.owner_references.clone().unwrap_or_default();
+        let is_controller = refs
+            .iter()
+            .any(|o| o.uid == uid && o.controller == Some(true));
+        let stale = refs.iter().any(is_creator);
+        let has_label = meta::label(md, CLUSTER_NAME_LABEL) == Some(cluster_name);
+        if is_controller && !stale && has_label {
+            return None;
+        }
+        let mut refs: Vec<_> = refs
+            .into_iter()
+            .filter(|o| o.uid != uid && !is_creator(o))
+            .collect();
+        refs.push(meta::owner_ref(
+            "cluster.x-k8s.io/v1beta2",
+            "Machine",
+            &m.metadata,
+            true,
+            true,
+        ));
+        Some(json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster_name}}))
+    };
+    if change(&obj.metadata).is_none() {
         return Ok(());
     }
-    let mut refs: Vec<_> = refs
-        .into_iter()
-        .filter(|o| o.uid != uid && !is_creator(o))
-        .collect();
-    refs.push(meta::owner_ref(
-        "cluster.x-k8s.io/v1beta2",
-        "Machine",
-        &m.metadata,
-        true,
-        true,
-    ));
     let api = clone::api_for(ctx, ns, r).await?;
-    meta::patch_metadata(
-        &api,
-        &obj.metadata,
-        json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: m.spec.cluster_name}}),
-    )
-    .await?;
+    meta::update_metadata(&api, &obj.metadata, change).await?;
     Ok(())
 }
 
@@ -326,9 +334,15 @@ fn is_creator(o: &k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference
 
 async fn reconcile_delete(ctx: &Ctx, api: &Api<Machine>, m: &Machine) -> Result<Action> {
     let ns = m.namespace().unwrap_or_default();
-    if m.phase() != "Deleting" {
-        meta::patch_status(api, &m.name_any(), json!({"phase": "Deleting"})).await?;
-    }
+    // The status write changes the resourceVersion: later writes of this
+    // pass (the finalizer) start from the Machine it returned.
+    let patched;
+    let m = if m.phase() != "Deleting" {
+        patched = meta::patch_status(api, &m.name_any(), json!({"phase": "Deleting"})).await?;
+        &patched
+    } else {
+        m
+    };
     // 1. The InfraMachine, waited for until it is gone.
     let infra_ref = &m.spec.infrastructure_ref;
     if let Some(infra) = clone::get(ctx, &ns, infra_ref).await? {

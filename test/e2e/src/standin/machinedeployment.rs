@@ -210,27 +210,28 @@ async fn ensure_label_and_owner(
     md: &MachineDeployment,
     cluster: Option<&Cluster>,
 ) -> Result<bool> {
-    let has_label =
-        meta::label(&md.metadata, CLUSTER_NAME_LABEL) == Some(md.spec.cluster_name.as_str());
-    let needs_owner =
-        cluster.is_some() && owner_of(&md.metadata, CLUSTER_GROUP, "Cluster").is_none();
-    if has_label && !needs_owner {
-        return Ok(false);
-    }
-    let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: md.spec.cluster_name}});
-    if let Some(c) = cluster.filter(|_| needs_owner) {
-        let mut refs = md.metadata.owner_references.clone().unwrap_or_default();
-        refs.push(meta::owner_ref(
-            "cluster.x-k8s.io/v1beta2",
-            "Cluster",
-            &c.metadata,
-            false,
-            true,
-        ));
-        fields["ownerReferences"] = json!(refs);
-    }
-    meta::patch_metadata(api, &md.metadata, fields).await?;
-    Ok(true)
+    let cluster_name = md.spec.cluster_name.as_str();
+    meta::update_metadata(api, &md.metadata, |m| {
+        let has_label = meta::label(m, CLUSTER_NAME_LABEL) == Some(cluster_name);
+        let needs_owner = cluster.is_some() && owner_of(m, CLUSTER_GROUP, "Cluster").is_none();
+        if has_label && !needs_owner {
+            return None;
+        }
+        let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}});
+        if let Some(c) = cluster.filter(|_| needs_owner) {
+            let mut refs = m.owner_references.clone().unwrap_or_default();
+            refs.push(meta::owner_ref(
+                "cluster.x-k8s.io/v1beta2",
+                "Cluster",
+                &c.metadata,
+                false,
+                true,
+            ));
+            fields["ownerReferences"] = json!(refs);
+        }
+        Some(fields)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -134,13 +134,13 @@ async fn reconcile(obj: Arc<MachineSet>, ctx: Arc<Ctx>) -> Result<Action> {
         meta::remove_finalizer(&api, &ms.metadata, MACHINESET_FINALIZER).await?;
         return Ok(Action::await_change());
     }
-    if meta::label(&ms.metadata, CLUSTER_NAME_LABEL) != Some(ms.spec.cluster_name.as_str()) {
-        meta::patch_metadata(
-            &api,
-            &ms.metadata,
-            json!({"labels": {CLUSTER_NAME_LABEL: ms.spec.cluster_name}}),
-        )
-        .await?;
+    let cluster_name = ms.spec.cluster_name.as_str();
+    let labelled = meta::update_metadata(&api, &ms.metadata, |md| {
+        (meta::label(md, CLUSTER_NAME_LABEL) != Some(cluster_name))
+            .then(|| json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}}))
+    })
+    .await?;
+    if labelled {
         return Ok(ctx.poll());
     }
     if meta::add_finalizer(&api, &ms.metadata, MACHINESET_FINALIZER).await? {
@@ -246,13 +246,29 @@ fn first_error(results: Vec<Result<()>>) -> Result<()> {
 }
 
 /// Deletes the named Machines, [`WRITE_CONCURRENCY`] at a time.
+/// Deletes the named Machines and records what each DELETE answered in the
+/// watched children (deleting, or gone), so the next pass does not delete
+/// them again from a copy the watch has not refreshed yet.
 async fn delete_machines(ctx: &Ctx, ns: &str, names: Vec<String>) -> Result<()> {
     let api = ctx.api::<Machine>(ns);
     first_error(
         futures::stream::iter(names)
             .map(|name| {
                 let api = api.clone();
-                async move { meta::delete_ignoring_missing(&api, &name).await }
+                async move {
+                    match api.delete(&name, &Default::default()).await {
+                        // Left: held by finalizers; right: removed at once.
+                        Ok(answer) => match answer.left() {
+                            Some(deleting) => ctx.seen.set_machines.observe(deleting),
+                            None => ctx.seen.set_machines.forget(ns, &name),
+                        },
+                        Err(kube::Error::Api(s)) if s.code == 404 => {
+                            ctx.seen.set_machines.forget(ns, &name);
+                        }
+                        Err(e) => return Err(e.into()),
+                    }
+                    Ok(())
+                }
             })
             .buffer_unordered(WRITE_CONCURRENCY)
             .collect()

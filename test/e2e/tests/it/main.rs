@@ -13,4 +13,5 @@ mod e2e_scale;
 mod release;
 mod standin_capi;
 mod standin_ipam;
+mod standin_meta;
 mod templates;
