@@ -11,6 +11,11 @@
 //! asks the API server), and an object deleted without finalizers (never
 //! seen deleting) stays in the map: callers that must see a deletion (the
 //! deletion paths) GET instead.
+//!
+//! The Machine and KubeadmConfig controllers GET the object they reconcile:
+//! with 1,000 Machines their watches lagged by thousands of writes, and each
+//! reconcile of a stale copy repeated writes already made (see
+//! `machine::reconcile`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
