@@ -286,17 +286,8 @@ async fn ensure_owner_and_label(
         if has_owner && has_label {
             return None;
         }
-        let mut refs = md.owner_references.clone().unwrap_or_default();
-        if !has_owner {
-            refs.push(meta::owner_ref(
-                "cluster.x-k8s.io/v1beta2",
-                "Cluster",
-                &cluster.metadata,
-                false,
-                true,
-            ));
-        }
-        Some(json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster_name}}))
+        let owner = (!has_owner).then_some(&cluster.metadata);
+        Some(meta::cluster_label_fields(md, &cluster_name, owner))
     };
     if change(&obj.metadata).is_none() {
         return Ok(());

@@ -265,19 +265,11 @@ async fn ensure_label_and_adoption(
         if has_label && adopt.is_none() {
             return None;
         }
-        let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}});
-        if let Some(c) = adopt {
-            let mut refs = refs;
-            refs.push(meta::owner_ref(
-                "cluster.x-k8s.io/v1beta2",
-                "Cluster",
-                &c.metadata,
-                false,
-                true,
-            ));
-            fields["ownerReferences"] = json!(refs);
-        }
-        Some(fields)
+        Some(meta::cluster_label_fields(
+            md,
+            cluster_name,
+            adopt.map(|c| &c.metadata),
+        ))
     })
     .await
 }

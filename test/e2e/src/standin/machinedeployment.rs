@@ -217,19 +217,8 @@ async fn ensure_label_and_owner(
         if has_label && !needs_owner {
             return None;
         }
-        let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}});
-        if let Some(c) = cluster.filter(|_| needs_owner) {
-            let mut refs = m.owner_references.clone().unwrap_or_default();
-            refs.push(meta::owner_ref(
-                "cluster.x-k8s.io/v1beta2",
-                "Cluster",
-                &c.metadata,
-                false,
-                true,
-            ));
-            fields["ownerReferences"] = json!(refs);
-        }
-        Some(fields)
+        let owner = cluster.filter(|_| needs_owner).map(|c| &c.metadata);
+        Some(meta::cluster_label_fields(m, cluster_name, owner))
     })
     .await
 }

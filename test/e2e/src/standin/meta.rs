@@ -71,6 +71,31 @@ pub fn owner_ref(
     }
 }
 
+/// The metadata fields of a merge patch that label an object with its
+/// Cluster's name (`cluster.x-k8s.io/cluster-name`) and, with `owner` (the
+/// Cluster's metadata), append the Cluster as a non-controller owner
+/// reference to the object's own (`md`), as CAPI's Cluster, Machine and
+/// MachineDeployment controllers do.
+pub fn cluster_label_fields(
+    md: &ObjectMeta,
+    cluster_name: &str,
+    owner: Option<&ObjectMeta>,
+) -> Value {
+    let mut fields = json!({"labels": {CLUSTER_NAME_LABEL: cluster_name}});
+    if let Some(cluster) = owner {
+        let mut refs = md.owner_references.clone().unwrap_or_default();
+        refs.push(owner_ref(
+            "cluster.x-k8s.io/v1beta2",
+            "Cluster",
+            cluster,
+            false,
+            true,
+        ));
+        fields["ownerReferences"] = json!(refs);
+    }
+    fields
+}
+
 /// The owner reference of `kind` in `group` (any version).
 pub fn owner_of<'a>(meta: &'a ObjectMeta, group: &str, kind: &str) -> Option<&'a OwnerReference> {
     meta.owner_references
@@ -341,6 +366,43 @@ mod tests {
         assert!(set_condition(&mut list, "Ready", true, "Ready", ""));
         assert_eq!(list[0].status, "True");
         assert_eq!(list.len(), 1);
+    }
+
+    #[test]
+    fn cluster_label_fields_append_the_cluster_as_owner_only_when_asked() {
+        let obj = ObjectMeta {
+            owner_references: Some(vec![OwnerReference {
+                api_version: "cluster.x-k8s.io/v1beta2".into(),
+                kind: "MachineSet".into(),
+                name: "ms".into(),
+                uid: "u-ms".into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]),
+            ..ObjectMeta::default()
+        };
+        let cluster = ObjectMeta {
+            name: Some("c1".into()),
+            uid: Some("u-c1".into()),
+            ..ObjectMeta::default()
+        };
+
+        assert_eq!(
+            cluster_label_fields(&obj, "c1", None),
+            json!({"labels": {"cluster.x-k8s.io/cluster-name": "c1"}})
+        );
+        assert_eq!(
+            cluster_label_fields(&obj, "c1", Some(&cluster)),
+            json!({
+                "labels": {"cluster.x-k8s.io/cluster-name": "c1"},
+                "ownerReferences": [
+                    {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet", "name": "ms",
+                     "uid": "u-ms", "controller": true, "blockOwnerDeletion": true},
+                    {"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster", "name": "c1",
+                     "uid": "u-c1", "controller": false, "blockOwnerDeletion": true}
+                ]
+            })
+        );
     }
 
     #[test]
