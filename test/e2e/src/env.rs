@@ -129,6 +129,19 @@ impl std::fmt::Debug for Env {
     }
 }
 
+/// Parses a time scale given on a command line (`demo`, `bench`): a finite
+/// number greater than 0 (0.1: a 60 s clone takes 6 s).
+///
+/// # Errors
+/// A message for clap when the text is no number or not greater than 0.
+pub fn parse_time_scale(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        Ok(_) => Err("must be a number greater than 0 (0.1: a 60 s clone takes 6 s)".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Whether `E2E_REAL=1` asks for the real backend.
 pub fn real_requested() -> bool {
     std::env::var("E2E_REAL").is_ok_and(|v| v == "1" || v.eq_ignore_ascii_case("true"))
@@ -564,6 +577,15 @@ pub fn base64(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn time_scales_are_finite_numbers_above_zero() {
+        assert_eq!(parse_time_scale("0.25"), Ok(0.25));
+        assert_eq!(parse_time_scale("1"), Ok(1.0));
+        for bad in ["0", "-1", "-0.5", "inf", "NaN", "abc", ""] {
+            assert!(parse_time_scale(bad).is_err(), "{bad} accepted");
+        }
+    }
 
     #[test]
     fn base64_matches_rfc4648() {

@@ -1,5 +1,6 @@
 //! `make bench`: the scale benchmark (not a test); see [`capmox_e2e::bench`].
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -27,7 +28,7 @@ struct Args {
     /// Proxmox's durations shrink with it, the controller's and the
     /// simulators' own latencies do not: a smaller scale runs faster but
     /// magnifies those overheads in the ratio (in simulated seconds).
-    #[arg(long, default_value_t = 0.25)]
+    #[arg(long, default_value_t = 0.25, allow_negative_numbers = true, value_parser = capmox_e2e::env::parse_time_scale)]
     time_scale: f64,
     /// The controller's --clone-concurrency (default: the controller's own default).
     #[arg(long)]
@@ -35,8 +36,8 @@ struct Args {
     /// A further controller argument (repeatable), e.g. --controller-arg=--concurrency=20.
     #[arg(long = "controller-arg", allow_hyphen_values = true)]
     controller_args: Vec<String>,
-    /// The longest one phase of a scenario may take, real seconds.
-    #[arg(long, default_value_t = 300)]
+    /// The longest one phase of a scenario may take, real seconds (at least 1).
+    #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
     phase_timeout_secs: u64,
     /// Seed of the simulator and the stand-in.
     #[arg(long, default_value_t = 1)]
@@ -56,14 +57,23 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .try_init();
     if args.list {
+        let mut out = std::io::stdout().lock();
         for s in bench::scenarios() {
-            println!("{:14} {}", s.name, s.about);
+            // A closed pipe (`bench --list | head -1`) ends the listing.
+            if writeln!(out, "{:14} {}", s.name, s.about).is_err() {
+                break;
+            }
         }
         return ExitCode::SUCCESS;
     }
-    if !(args.time_scale.is_finite() && args.time_scale > 0.0) {
-        eprintln!("bench: --time-scale must be a positive number");
-        return ExitCode::FAILURE;
+    if let Some(path) = &args.write
+        && !args.scenarios.is_empty()
+    {
+        eprintln!(
+            "bench: --write {} needs every scenario: a partial run (--scenario) does not replace the report",
+            path.display()
+        );
+        return ExitCode::from(2);
     }
     let mut controller_args = Vec::new();
     if let Some(n) = args.clone_concurrency {
@@ -92,12 +102,7 @@ fn main() -> ExitCode {
     let text = report::generated(&info, &results);
     println!("{text}");
     if let Some(path) = &args.write {
-        if !opts.only.is_empty() {
-            eprintln!(
-                "bench: not writing {} from a partial run (--scenario given)",
-                path.display()
-            );
-        } else if let Err(e) = report::write(path, &text) {
+        if let Err(e) = report::write(path, &text) {
             eprintln!("bench: {e}");
             return ExitCode::FAILURE;
         } else {

@@ -20,7 +20,7 @@ struct Args {
     keep: bool,
     /// Simulator time scale, a number > 0 (0.1: a 60 s clone takes 6 s);
     /// realistic proportions either way.
-    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true, value_parser = positive_scale)]
+    #[arg(long, default_value_t = 0.1, allow_negative_numbers = true, value_parser = capmox_e2e::env::parse_time_scale)]
     time_scale: f64,
     /// Workers per datacenter after the scale-up (0 shows a scale-down).
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(i32).range(0..=100))]
@@ -31,15 +31,6 @@ struct Args {
     /// Give up after this many seconds.
     #[arg(long, default_value_t = 900)]
     timeout_secs: u64,
-}
-
-/// A time scale: a finite number greater than 0.
-fn positive_scale(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(_) => Err("must be a number greater than 0 (0.1: a 60 s clone takes 6 s)".into()),
-        Err(e) => Err(e.to_string()),
-    }
 }
 
 fn main() -> ExitCode {
