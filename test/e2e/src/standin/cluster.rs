@@ -289,9 +289,6 @@ async fn ensure_owner_and_label(
         let owner = (!has_owner).then_some(&cluster.metadata);
         Some(meta::cluster_label_fields(md, &cluster_name, owner))
     };
-    if change(&obj.metadata).is_none() {
-        return Ok(());
-    }
     let api = clone::api_for(ctx, ns, r).await?;
     meta::update_metadata(&api, &obj.metadata, change).await?;
     Ok(())

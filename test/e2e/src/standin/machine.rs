@@ -308,9 +308,6 @@ async fn ensure_controller(
         ));
         Some(json!({"ownerReferences": refs, "labels": {CLUSTER_NAME_LABEL: cluster_name}}))
     };
-    if change(&obj.metadata).is_none() {
-        return Ok(());
-    }
     let api = clone::api_for(ctx, ns, r).await?;
     meta::update_metadata(&api, &obj.metadata, change).await?;
     Ok(())

@@ -28,6 +28,17 @@ async fn config_map(name: &str) -> (kube_sim::KubeSim, Api<ConfigMap>, ConfigMap
     (sim, api, created)
 }
 
+/// Another writer sets the finalizers after `stale` was read.
+async fn set_finalizers(api: &Api<ConfigMap>, name: &str, finalizers: &[&str]) {
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"finalizers": finalizers}})),
+    )
+    .await
+    .unwrap();
+}
+
 /// Someone else's write after `stale` was read: a label.
 async fn label_meanwhile(api: &Api<ConfigMap>, name: &str) {
     api.patch(
@@ -66,13 +77,7 @@ async fn a_finalizer_added_from_a_stale_copy_is_written_after_one_fresh_read() {
 async fn a_write_the_fresh_copy_no_longer_needs_is_not_made() {
     let (_sim, api, stale) = config_map("already-done").await;
     // Another writer added the same finalizer after `stale` was read.
-    api.patch(
-        "already-done",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": ["example.com/f", "example.com/g"]}})),
-    )
-    .await
-    .unwrap();
+    set_finalizers(&api, "already-done", &["example.com/f", "example.com/g"]).await;
     let before = api.get("already-done").await.unwrap();
 
     let wrote = meta::add_finalizer(&api, &stale.metadata, "example.com/f")
@@ -95,22 +100,10 @@ async fn a_write_the_fresh_copy_no_longer_needs_is_not_made() {
 #[tokio::test]
 async fn a_finalizer_removed_from_a_stale_copy_keeps_the_others() {
     let (_sim, api, _) = config_map("stale-remove").await;
-    api.patch(
-        "stale-remove",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": ["example.com/f"]}})),
-    )
-    .await
-    .unwrap();
+    set_finalizers(&api, "stale-remove", &["example.com/f"]).await;
     let stale = api.get("stale-remove").await.unwrap();
     // Another writer adds its finalizer after `stale` was read.
-    api.patch(
-        "stale-remove",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"finalizers": ["example.com/f", "example.com/g"]}})),
-    )
-    .await
-    .unwrap();
+    set_finalizers(&api, "stale-remove", &["example.com/f", "example.com/g"]).await;
 
     let wrote = meta::remove_finalizer(&api, &stale.metadata, "example.com/f")
         .await
