@@ -78,21 +78,74 @@ pub enum TransientCause {
     ConnectionLost,
 }
 
+/// What a "not found" says is missing, decided from Proxmox's wording
+/// (docs/proxmox-semantics.md §3) so callers never read the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    /// The VM: `Configuration file 'nodes/<node>/qemu-server/<vmid>.conf'
+    /// does not exist`, `no such VM`, `no such resource 'vm:<vmid>'`. Also
+    /// what a VM on another node than the one asked answers (VMs move).
+    Vm,
+    /// The task: `upid: no such task` (the node forgot it, e.g. after a restart).
+    Task,
+    /// The node: `hostname lookup '<node>' failed`, `no such cluster node`.
+    Node,
+    /// The storage: `storage '<id>' does not exist`, `no such storage`.
+    Storage,
+    /// A volume: `volume '<volid>' does not exist`, `no such volume`,
+    /// `no such file`.
+    Volume,
+    /// A resource pool: `pool '<id>' does not exist`.
+    Pool,
+    /// A snapshot: `snapshot '<name>' does not exist`.
+    Snapshot,
+    /// Something else (HTTP 404, other wording).
+    Other,
+}
+
+/// How a request conflicts with the state of the Proxmox cluster, decided
+/// from Proxmox's wording (docs/proxmox-semantics.md §3, §7, §10, §16).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConflictKind {
+    /// The VMID, volume or pool exists already (`VM <id> already exists`,
+    /// `config file already exists`, `File exists`, `… already exists`).
+    AlreadyExists,
+    /// The VM runs, so the request is refused (`VM <id> is running - destroy failed`).
+    VmRunning,
+    /// A start of a VM that already runs (`VM <id> already running`).
+    AlreadyRunning,
+    /// The VM is stopped, so the request is refused (`VM <id> not running`).
+    NotRunning,
+    /// The config changed since it was read (`checksum mismatch`): re-read it.
+    DigestMismatch,
+    /// The VM is a template (`… is a template`, `it's a template`).
+    Template,
+    /// The VM is protected (`protection mode enabled`).
+    Protected,
+    /// The VM is an HA resource (`used in ha resources`).
+    HaManaged,
+    /// The clone needs shared storage (`VM uses local storage`, `non-shared storage`).
+    LocalStorage,
+    /// The storage or disk does not support it (`not supported`, `does not
+    /// support`, `not allowed for linked clones`, shrinking a disk).
+    Unsupported,
+}
+
 /// How a failed task failed, from its exit status text (same rules as
 /// [`classify_response`] uses for HTTP 500 messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskFailureKind {
     /// A flock or storage/cluster lock could not be taken in time
     /// (`can't lock file … - got timeout`, `got lock request timeout`).
-    /// Retry with backoff; the task cleaned up after itself (SEMANTICS.md §6).
+    /// Retry with backoff; the task cleaned up after itself
+    /// (docs/proxmox-semantics.md §6).
     LockTimeout,
     /// The VM carried a `lock` property (`VM is locked (clone)`).
     Locked(VmLock),
     /// Something the task needed does not exist.
-    NotFound,
-    /// The request conflicts with existing state (`already exists`,
-    /// `shrinking disks is not supported`, `is running`, …).
-    Conflict,
+    NotFound(Missing),
+    /// The request conflicts with existing state.
+    Conflict(ConflictKind),
     /// `unexpected status`: the task log ended abnormally (daemon killed);
     /// the effect is unknown, re-read the state.
     Unknown,
@@ -107,6 +160,19 @@ impl TaskFailureKind {
             Self::LockTimeout => true,
             Self::Locked(lock) => lock.is_transient(),
             _ => false,
+        }
+    }
+
+    /// Short stable label (metrics, backoff classes): `lock_timeout`,
+    /// `locked`, `not_found`, `conflict`, `unknown`, `other`.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::LockTimeout => "lock_timeout",
+            Self::Locked(_) => "locked",
+            Self::NotFound(_) => "not_found",
+            Self::Conflict(_) => "conflict",
+            Self::Unknown => "unknown",
+            Self::Other => "other",
         }
     }
 }
@@ -141,6 +207,8 @@ pub enum PveError {
     NotFound {
         /// The call.
         ctx: Box<CallContext>,
+        /// What is missing.
+        missing: Missing,
         /// Message from the server.
         message: String,
     },
@@ -205,6 +273,8 @@ pub enum PveError {
     Conflict {
         /// The call.
         ctx: Box<CallContext>,
+        /// How it conflicts.
+        kind: ConflictKind,
         /// Message from the server.
         message: String,
     },
@@ -385,55 +455,156 @@ impl PveError {
 /// exit statuses.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum MessageClass {
-    NotFound,
+    NotFound(Missing),
     LockTimeout,
     Locked(VmLock),
-    Conflict,
+    Conflict(ConflictKind),
     Other,
 }
 
-/// Classifies a Proxmox error message by its text. The patterns are Proxmox's
-/// own wording (qemu-server, pve-storage, pve-cluster; SEMANTICS.md §3, §6,
-/// §10, §11, §12, §16).
+/// The phrases of Proxmox's own wording (qemu-server, pve-storage,
+/// pve-cluster; docs/proxmox-semantics.md §3, §6, §10, §11, §12, §16) that
+/// classify a message, lower-case, in the order they are tried. Public so a
+/// test can check that no code outside this crate matches them.
+pub const MESSAGE_PHRASES: &[(&str, MessagePhrase)] = &[
+    ("can't lock file", MessagePhrase::LockTimeout),
+    ("got lock request timeout", MessagePhrase::LockTimeout),
+    ("got lock timeout", MessagePhrase::LockTimeout),
+    ("no such task", MessagePhrase::NotFound(Missing::Task)),
+    ("hostname lookup", MessagePhrase::NotFound(Missing::Node)),
+    (
+        "no such cluster node",
+        MessagePhrase::NotFound(Missing::Node),
+    ),
+    ("no such vm", MessagePhrase::NotFound(Missing::Vm)),
+    (
+        "no such resource 'vm:",
+        MessagePhrase::NotFound(Missing::Vm),
+    ),
+    ("qemu-server/", MessagePhrase::NotFound(Missing::Vm)),
+    ("no such storage", MessagePhrase::NotFound(Missing::Storage)),
+    ("storage '", MessagePhrase::NotFound(Missing::Storage)),
+    ("no such volume", MessagePhrase::NotFound(Missing::Volume)),
+    ("volume '", MessagePhrase::NotFound(Missing::Volume)),
+    ("no such file", MessagePhrase::NotFound(Missing::Volume)),
+    ("pool '", MessagePhrase::NotFound(Missing::Pool)),
+    ("snapshot '", MessagePhrase::NotFound(Missing::Snapshot)),
+    (
+        "already exists",
+        MessagePhrase::Conflict(ConflictKind::AlreadyExists),
+    ),
+    (
+        "file exists",
+        MessagePhrase::Conflict(ConflictKind::AlreadyExists),
+    ),
+    (
+        "already running",
+        MessagePhrase::Conflict(ConflictKind::AlreadyRunning),
+    ),
+    (
+        "not running",
+        MessagePhrase::Conflict(ConflictKind::NotRunning),
+    ),
+    (
+        "is running",
+        MessagePhrase::Conflict(ConflictKind::VmRunning),
+    ),
+    (
+        "protection mode enabled",
+        MessagePhrase::Conflict(ConflictKind::Protected),
+    ),
+    (
+        "checksum mismatch",
+        MessagePhrase::Conflict(ConflictKind::DigestMismatch),
+    ),
+    (
+        "used in ha resources",
+        MessagePhrase::Conflict(ConflictKind::HaManaged),
+    ),
+    (
+        "is a template",
+        MessagePhrase::Conflict(ConflictKind::Template),
+    ),
+    (
+        "it's a template",
+        MessagePhrase::Conflict(ConflictKind::Template),
+    ),
+    (
+        "uses local storage",
+        MessagePhrase::Conflict(ConflictKind::LocalStorage),
+    ),
+    (
+        "non-shared storage",
+        MessagePhrase::Conflict(ConflictKind::LocalStorage),
+    ),
+    (
+        "not supported",
+        MessagePhrase::Conflict(ConflictKind::Unsupported),
+    ),
+    (
+        "does not support",
+        MessagePhrase::Conflict(ConflictKind::Unsupported),
+    ),
+    (
+        "not allowed for linked clones",
+        MessagePhrase::Conflict(ConflictKind::Unsupported),
+    ),
+];
+
+/// What a phrase of [`MESSAGE_PHRASES`] means. `NotFound` phrases count
+/// only in a message that says something is missing (`does not exist`,
+/// `no such …`); the plain `does not exist` without a known subject is
+/// [`Missing::Other`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessagePhrase {
+    /// A lock could not be taken in time.
+    LockTimeout,
+    /// Something is missing.
+    NotFound(Missing),
+    /// A conflict with the current state.
+    Conflict(ConflictKind),
+}
+
+/// Classifies a Proxmox error message by its text (see [`MESSAGE_PHRASES`]).
 pub(crate) fn classify_message(message: &str) -> MessageClass {
     let m = message.to_ascii_lowercase();
-    if m.contains("can't lock file")
-        || m.contains("got lock request timeout")
-        || m.contains("got lock timeout")
-        || (m.contains("lock") && m.contains("got timeout"))
-    {
+    if m.contains("lock") && m.contains("got timeout") {
+        return MessageClass::LockTimeout;
+    }
+    let missing =
+        m.contains("does not exist") || m.contains("no such") || m.contains("hostname lookup");
+    let mut lock_timeout = false;
+    let mut not_found = None;
+    let mut conflict = None;
+    for (phrase, meaning) in MESSAGE_PHRASES {
+        if !m.contains(phrase) {
+            continue;
+        }
+        match meaning {
+            MessagePhrase::LockTimeout => lock_timeout = true,
+            MessagePhrase::NotFound(what) if missing => {
+                not_found.get_or_insert(*what);
+            }
+            MessagePhrase::NotFound(_) => {}
+            MessagePhrase::Conflict(kind) => {
+                conflict.get_or_insert(*kind);
+            }
+        }
+    }
+    if lock_timeout {
         return MessageClass::LockTimeout;
     }
     if let Some(lock) = locked_value(message) {
         return MessageClass::Locked(lock);
     }
-    if m.contains("does not exist")
-        || m.contains("no such vm")
-        || m.contains("no such task")
-        || m.contains("no such storage")
-        || m.contains("hostname lookup")
-    {
-        return MessageClass::NotFound;
+    if let Some(what) = not_found {
+        return MessageClass::NotFound(what);
     }
-    const CONFLICT: [&str; 15] = [
-        "already exists",
-        "file exists",
-        "is running",
-        "already running",
-        "not running",
-        "protection mode enabled",
-        "checksum mismatch",
-        "not supported",
-        "used in ha resources",
-        "is a template",
-        "it's a template",
-        "uses local storage",
-        "non-shared storage",
-        "does not support",
-        "not allowed for linked clones",
-    ];
-    if CONFLICT.iter().any(|p| m.contains(p)) {
-        return MessageClass::Conflict;
+    if missing {
+        return MessageClass::NotFound(Missing::Other);
+    }
+    if let Some(kind) = conflict {
+        return MessageClass::Conflict(kind);
     }
     MessageClass::Other
 }
@@ -557,6 +728,7 @@ pub fn classify_response(
             if no_such_task {
                 return PveError::NotFound {
                     ctx,
+                    missing: Missing::Task,
                     message: errors_text.unwrap_or(message),
                 };
             }
@@ -580,7 +752,11 @@ pub fn classify_response(
                 message,
             }
         }
-        404 => PveError::NotFound { ctx, message },
+        404 => PveError::NotFound {
+            ctx,
+            missing: Missing::Other,
+            message,
+        },
         595 | 596 => PveError::NodeUnreachable {
             ctx,
             status,
@@ -589,11 +765,15 @@ pub fn classify_response(
         500..=599 => {
             let is_agent = ctx.path.contains("/agent/");
             match classify_message(&message) {
-                MessageClass::NotFound => PveError::NotFound { ctx, message },
+                MessageClass::NotFound(missing) => PveError::NotFound {
+                    ctx,
+                    missing,
+                    message,
+                },
                 MessageClass::LockTimeout if !is_agent => PveError::LockTimeout { ctx, message },
                 MessageClass::Locked(lock) => PveError::Locked { ctx, lock, message },
                 _ if is_agent && status == 500 => PveError::AgentUnavailable { ctx, message },
-                MessageClass::Conflict => PveError::Conflict { ctx, message },
+                MessageClass::Conflict(kind) => PveError::Conflict { ctx, kind, message },
                 _ if status == 501 => PveError::Unsupported {
                     ctx,
                     status,
@@ -620,10 +800,10 @@ pub(crate) fn task_failure_kind(exitstatus: &str) -> TaskFailureKind {
         return TaskFailureKind::Unknown;
     }
     match classify_message(exitstatus) {
-        MessageClass::NotFound => TaskFailureKind::NotFound,
+        MessageClass::NotFound(m) => TaskFailureKind::NotFound(m),
         MessageClass::LockTimeout => TaskFailureKind::LockTimeout,
         MessageClass::Locked(l) => TaskFailureKind::Locked(l),
-        MessageClass::Conflict => TaskFailureKind::Conflict,
+        MessageClass::Conflict(k) => TaskFailureKind::Conflict(k),
         MessageClass::Other => TaskFailureKind::Other,
     }
 }
@@ -667,7 +847,12 @@ mod tests {
             &body(Some(&format!("{MISSING}\n")), &[]),
         );
         match &e {
-            PveError::NotFound { message, ctx } => {
+            PveError::NotFound {
+                message,
+                ctx,
+                missing,
+            } => {
+                assert_eq!(*missing, Missing::Vm);
                 assert_eq!(message, MISSING);
                 assert_eq!(ctx.path, "/nodes/pve-a1/qemu/105/config");
             }
@@ -889,21 +1074,84 @@ mod tests {
 
     #[test]
     fn conflicts() {
-        for msg in [
-            "VM 105 is running - destroy failed",
-            "unable to create VM 105 - VM 105 already exists on node 'pve-a2'",
-            "can't remove VM 105 - protection mode enabled",
-            "checksum mismatch (file change by other user?)",
-            "VM 105 not running",
-            "you can't start a vm if it's a template",
-            "Linked clone feature is not supported for drive 'scsi0'",
-            "can't clone VM to node 'pve-a2' (VM uses local storage)",
-            "can't clone to non-shared storage 'local-lvm'",
+        for (msg, want) in [
+            (
+                "VM 105 is running - destroy failed",
+                ConflictKind::VmRunning,
+            ),
+            (
+                "unable to create VM 105 - VM 105 already exists on node 'pve-a2'",
+                ConflictKind::AlreadyExists,
+            ),
+            (
+                "can't remove VM 105 - protection mode enabled",
+                ConflictKind::Protected,
+            ),
+            (
+                "checksum mismatch (file change by other user?)",
+                ConflictKind::DigestMismatch,
+            ),
+            ("VM 105 not running", ConflictKind::NotRunning),
+            ("VM 105 already running", ConflictKind::AlreadyRunning),
+            (
+                "you can't start a vm if it's a template",
+                ConflictKind::Template,
+            ),
+            (
+                "Linked clone feature is not supported for drive 'scsi0'",
+                ConflictKind::Unsupported,
+            ),
+            (
+                "can't clone VM to node 'pve-a2' (VM uses local storage)",
+                ConflictKind::LocalStorage,
+            ),
+            (
+                "can't clone to non-shared storage 'local-lvm'",
+                ConflictKind::LocalStorage,
+            ),
+            (
+                "unable to remove VM 105 - used in HA resources",
+                ConflictKind::HaManaged,
+            ),
         ] {
             let e = classify_response(ctx("POST", "/x"), 500, Some(msg), b"");
-            assert!(matches!(e, PveError::Conflict { .. }), "{msg}: {e:?}");
+            assert!(
+                matches!(e, PveError::Conflict { kind, .. } if kind == want),
+                "{msg}: {e:?}"
+            );
             assert!(!e.is_retryable());
         }
+    }
+
+    #[test]
+    fn missing_things_are_named() {
+        for (msg, want) in [
+            (MISSING, Missing::Vm),
+            ("no such resource 'vm:105'", Missing::Vm),
+            ("storage 'ceph' does not exist", Missing::Storage),
+            (
+                "volume 'local:iso/capmox-105-abc.iso' does not exist",
+                Missing::Volume,
+            ),
+            ("pool 'team-a' does not exist", Missing::Pool),
+            ("snapshot 'base' does not exist", Missing::Snapshot),
+            ("no such cluster node 'pve-x'", Missing::Node),
+            ("something else does not exist", Missing::Other),
+        ] {
+            let e = classify_response(ctx("DELETE", "/x"), 500, Some(msg), b"");
+            assert!(
+                matches!(e, PveError::NotFound { missing, .. } if missing == want),
+                "{msg}: {e:?}"
+            );
+        }
+        let e = classify_response(ctx("GET", "/x"), 404, None, b"");
+        assert!(matches!(
+            e,
+            PveError::NotFound {
+                missing: Missing::Other,
+                ..
+            }
+        ));
     }
 
     #[test]
@@ -983,11 +1231,19 @@ mod tests {
         );
         assert_eq!(
             task_failure_kind("unable to create VM 131: config file already exists"),
-            TaskFailureKind::Conflict
+            TaskFailureKind::Conflict(ConflictKind::AlreadyExists)
         );
         assert_eq!(
             task_failure_kind("shrinking disks is not supported"),
-            TaskFailureKind::Conflict
+            TaskFailureKind::Conflict(ConflictKind::Unsupported)
+        );
+        assert_eq!(
+            task_failure_kind("VM 131 already running"),
+            TaskFailureKind::Conflict(ConflictKind::AlreadyRunning)
+        );
+        assert_eq!(
+            task_failure_kind("volume 'local:iso/x.iso' does not exist"),
+            TaskFailureKind::NotFound(Missing::Volume)
         );
         assert_eq!(
             task_failure_kind("unexpected status"),

@@ -28,8 +28,8 @@
 
 use std::net::IpAddr;
 
-use pve_client::TaskFailureKind;
 use pve_client::options::Tags;
+use pve_client::{ConflictKind, TaskFailureKind};
 
 use super::addresses;
 use super::disks::{self, Resize};
@@ -535,7 +535,7 @@ fn on_failure(f: &Facts, op: Operation, kind: &TaskFailureKind, message: &str) -
     let text = format!("{} task failed: {message}", op.as_str());
     match op {
         Operation::Clone => match kind {
-            TaskFailureKind::Conflict => match &f.vm {
+            TaskFailureKind::Conflict(ConflictKind::AlreadyExists) => match &f.vm {
                 // "already exists": is it our VM after all?
                 None => Step::ObserveVm,
                 Some(VmFact::Ours(_)) => Step::ClearTask,
@@ -565,11 +565,14 @@ fn on_failure(f: &Facts, op: Operation, kind: &TaskFailureKind, message: &str) -
             },
         },
         Operation::Start
-            if matches!(kind, TaskFailureKind::Conflict) && message.contains("already running") =>
+            if matches!(
+                kind,
+                TaskFailureKind::Conflict(ConflictKind::AlreadyRunning)
+            ) =>
         {
             Step::ClearTask
         }
-        Operation::DeleteVolume if matches!(kind, TaskFailureKind::NotFound) => Step::ClearTask,
+        Operation::DeleteVolume if matches!(kind, TaskFailureKind::NotFound(_)) => Step::ClearTask,
         Operation::DeleteVolume => Step::DeleteIso,
         _ => wait(failed_reason(op), text, Until::Backoff),
     }
@@ -721,16 +724,18 @@ fn decide_delete(f: &Facts) -> Step {
                 // Graceful shutdown failed: stop hard.
                 Operation::Shutdown => Step::Stop,
                 Operation::Destroy
-                    if matches!(kind, TaskFailureKind::Conflict) && message.contains("running") =>
+                    if matches!(kind, TaskFailureKind::Conflict(ConflictKind::VmRunning)) =>
                 {
                     Step::Stop
                 }
-                Operation::DeleteVolume if matches!(kind, TaskFailureKind::NotFound) => {
+                Operation::DeleteVolume if matches!(kind, TaskFailureKind::NotFound(_)) => {
                     Step::ClearTask
                 }
                 // The VM is gone already (e.g. a destroy issued twice): look
                 // again, it is no failure.
-                Operation::Destroy if matches!(kind, TaskFailureKind::NotFound) => Step::ClearTask,
+                Operation::Destroy if matches!(kind, TaskFailureKind::NotFound(_)) => {
+                    Step::ClearTask
+                }
                 // A clone that fails while the machine is deleted leaves nothing.
                 Operation::Clone => Step::ClearTask,
                 _ => wait("DeletionFailed", text, Until::Backoff),

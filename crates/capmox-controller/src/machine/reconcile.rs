@@ -1349,7 +1349,9 @@ impl<'a> Exec<'a> {
             Err(PveError::TaskFailed {
                 exitstatus, kind, ..
             }) => {
-                if op == Operation::Start && exitstatus.contains("already running") {
+                if op == Operation::Start
+                    && kind == TaskFailureKind::Conflict(pve_client::ConflictKind::AlreadyRunning)
+                {
                     TaskFact::Succeeded(op)
                 } else {
                     TaskFact::Failed {
@@ -3309,9 +3311,11 @@ impl<'a> Exec<'a> {
                 self.vm_vanished();
                 Flow::Continue
             }
-            Err(PveError::Conflict { ref message, .. })
-                if message.contains("running") && !partial =>
-            {
+            Err(PveError::Conflict {
+                kind: pve_client::ConflictKind::VmRunning,
+                ref message,
+                ..
+            }) if !partial => {
                 // The listing lagged: it is still running. Stop it first (B21).
                 self.facts.last_success = None;
                 self.facts.vm = match self.facts.vm.take() {
@@ -3323,7 +3327,7 @@ impl<'a> Exec<'a> {
                 };
                 self.facts.task = Some(TaskFact::Failed {
                     op: Operation::Shutdown,
-                    kind: TaskFailureKind::Conflict,
+                    kind: TaskFailureKind::Conflict(pve_client::ConflictKind::VmRunning),
                     message: message.clone(),
                 });
                 Flow::Continue

@@ -441,7 +441,10 @@ async fn vm_lifecycle_clone_configure_resize_power_delete() {
                 exitstatus.contains("shrinking disks is not supported"),
                 "{exitstatus}"
             );
-            assert_eq!(kind, TaskFailureKind::Conflict);
+            assert_eq!(
+                kind,
+                TaskFailureKind::Conflict(pve_client::ConflictKind::Unsupported)
+            );
             assert!(!log_tail.is_empty());
         }
         other => panic!("{other:?}"),

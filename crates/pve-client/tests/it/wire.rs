@@ -62,7 +62,11 @@ async fn status_line_only_error_is_classified_from_the_reason_phrase() {
         .await
         .unwrap_err();
     match &err {
-        PveError::NotFound { ctx, message } => {
+        PveError::NotFound {
+            ctx,
+            message,
+            missing: pve_client::Missing::Vm,
+        } => {
             assert_eq!(message, MISSING);
             assert_eq!(ctx.method, "GET");
             assert_eq!(ctx.path, "/nodes/pve-a1/qemu/105/config");

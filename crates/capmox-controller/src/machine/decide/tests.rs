@@ -427,7 +427,7 @@ fn clone_failures() {
     assert_eq!(decide(&f), Step::RemovePartial);
     // B01: "already exists" — ours after all (adopt) or someone else's (new VMID).
     f.task = failed(
-        TaskFailureKind::Conflict,
+        TaskFailureKind::Conflict(pve_client::ConflictKind::AlreadyExists),
         "unable to create VM 131: config file already exists",
     );
     assert_eq!(decide(&f), Step::ClearTask);
@@ -451,7 +451,7 @@ fn other_failures_carry_the_exit_status() {
     // WARNINGS is success and never reaches here; "already running" is success too.
     f.task = Some(TaskFact::Failed {
         op: Operation::Start,
-        kind: TaskFailureKind::Conflict,
+        kind: TaskFailureKind::Conflict(pve_client::ConflictKind::AlreadyRunning),
         message: "VM 131 already running".into(),
     });
     assert_eq!(decide(&f), Step::ClearTask);
@@ -497,7 +497,7 @@ fn iso_cleanup_after_provisioning() {
     assert_eq!(decide(&f), Step::DeleteIso);
     f.task = Some(TaskFact::Failed {
         op: Operation::DeleteVolume,
-        kind: TaskFailureKind::NotFound,
+        kind: TaskFailureKind::NotFound(pve_client::Missing::Volume),
         message: "volume does not exist".into(),
     });
     assert_eq!(decide(&f), Step::ClearTask);
@@ -532,7 +532,7 @@ fn deletion_sequence() {
     );
     f.task = Some(TaskFact::Failed {
         op: Operation::Destroy,
-        kind: TaskFailureKind::Conflict,
+        kind: TaskFailureKind::Conflict(pve_client::ConflictKind::VmRunning),
         message: "VM 131 is running - destroy failed".into(),
     });
     assert_eq!(decide(&f), Step::Stop);
