@@ -41,6 +41,44 @@ use crate::pve::{ClusterStatusEntry, ProxmoxApi};
 pub type ClientFactory =
     Arc<dyn Fn(ClientConfig) -> Result<Arc<dyn ProxmoxApi>, PveError> + Send + Sync>;
 
+/// What makes two instances the same Proxmox cluster: `cluster:<name>`
+/// from `GET /cluster/status`, else the URL origin (see the module docs).
+/// VMID reservations, clone slots and caches are keyed by it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Identity(String);
+
+impl Identity {
+    /// An identity from its text.
+    pub fn new(s: impl Into<String>) -> Identity {
+        Identity(s.into())
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<&str> for Identity {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An instance of one ProxmoxCluster: the key of the client cache.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct ClientKey {
+    namespace: String,
+    cluster: String,
+    instance: String,
+}
+
 /// One instance's client, as handed to reconcilers.
 #[derive(Clone)]
 pub struct Instance {
@@ -50,7 +88,7 @@ pub struct Instance {
     pub api: Arc<dyn ProxmoxApi>,
     /// The Proxmox cluster's identity: its cluster name, or the URL origin
     /// (see the module docs).
-    pub identity: String,
+    pub identity: Identity,
 }
 
 impl std::fmt::Debug for Instance {
@@ -99,8 +137,8 @@ struct Entry {
 }
 
 struct Inner {
-    entries: Mutex<HashMap<(String, String, String), Entry>>,
-    identities: Mutex<HashMap<String, String>>,
+    entries: Mutex<HashMap<ClientKey, Entry>>,
+    identities: Mutex<HashMap<String, Identity>>,
     secrets: RwLock<Option<Store<Secret>>>,
     factory: ClientFactory,
     call_timeout: Duration,
@@ -128,11 +166,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The identity of a Proxmox cluster from its `/cluster/status`: the cluster
 /// name (entry `type=cluster`), else the URL origin (a standalone node).
-pub fn identity_from_status(origin: &str, status: &[ClusterStatusEntry]) -> String {
-    status
-        .iter()
-        .find(|e| e.kind == "cluster" && !e.name.is_empty())
-        .map_or_else(|| origin.to_string(), |e| format!("cluster:{}", e.name))
+pub fn identity_from_status(origin: &str, status: &[ClusterStatusEntry]) -> Identity {
+    Identity(
+        status
+            .iter()
+            .find(|e| e.kind == "cluster" && !e.name.is_empty())
+            .map_or_else(|| origin.to_string(), |e| format!("cluster:{}", e.name)),
+    )
 }
 
 impl ClientMap {
@@ -262,11 +302,11 @@ impl ClientMap {
         instance: &str,
     ) -> Result<Instance, Error> {
         let secret_ref = self.credentials_secret(cluster, instance)?;
-        let key = (
-            cluster.namespace().unwrap_or_default(),
-            cluster.name_any(),
-            instance.to_string(),
-        );
+        let key = ClientKey {
+            namespace: cluster.namespace().unwrap_or_default(),
+            cluster: cluster.name_any(),
+            instance: instance.to_string(),
+        };
         let secret = self.fetch_secret(kube, instance, &secret_ref).await?;
         let version = format!(
             "{}/{}",
@@ -324,7 +364,7 @@ impl ClientMap {
         Ok(inst)
     }
 
-    async fn resolve_identity(&self, api: &dyn ProxmoxApi) -> (String, bool) {
+    async fn resolve_identity(&self, api: &dyn ProxmoxApi) -> (Identity, bool) {
         let origin = api.origin().to_string();
         if let Some(id) = lock(&self.inner.identities).get(&origin) {
             return (id.clone(), true);
@@ -335,20 +375,20 @@ impl ClientMap {
                 self.learn_identity(&origin, &id);
                 (id, true)
             }
-            _ => (origin, false),
+            _ => (Identity(origin), false),
         }
     }
 
     /// Records the identity of `origin` (the cluster reconciler calls this
     /// after each successful `/cluster/status` probe), so clients built while
     /// the instance was unreachable learn it.
-    pub fn learn_identity(&self, origin: &str, identity: &str) {
-        lock(&self.inner.identities).insert(origin.to_string(), identity.to_string());
+    pub fn learn_identity(&self, origin: &str, identity: &Identity) {
+        lock(&self.inner.identities).insert(origin.to_string(), identity.clone());
     }
 
     /// Drops every client of the ProxmoxCluster `namespace/name` (after deletion).
     pub fn forget_cluster(&self, namespace: &str, name: &str) {
-        lock(&self.inner.entries).retain(|(ns, n, _), _| !(ns == namespace && n == name));
+        lock(&self.inner.entries).retain(|k, _| !(k.namespace == namespace && k.cluster == name));
     }
 }
 
@@ -545,7 +585,7 @@ mod tests {
         assert_eq!(rotated.api.origin(), "https://127.0.0.1:10");
         assert_eq!(built.load(Ordering::SeqCst), 2);
         // A learned identity reaches cached clients.
-        map.learn_identity("https://127.0.0.1:10", "cluster:dc-a");
+        map.learn_identity("https://127.0.0.1:10", &Identity::new("cluster:dc-a"));
         assert_eq!(
             map.get(&kube, &c, "dc-a").await.unwrap().identity,
             "cluster:dc-a"

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use crate::api::Condition;
+use crate::reasons::Reason;
 
 /// `Ready`: the object's whole lifecycle in one condition (CAPI mirrors it).
 pub const READY: &str = "Ready";
@@ -50,33 +51,48 @@ impl Status {
     }
 }
 
-/// A condition to set: type, status, reason (CamelCase) and message.
+/// A condition to set: type, status, and the [`Reason`] it shows (its
+/// code and message; reasons are made only by [`crate::reasons`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Desired {
     /// Condition type.
     pub type_: &'static str,
     /// Its status.
     pub status: Status,
-    /// CamelCase reason.
-    pub reason: String,
-    /// Human message (never secret values).
-    pub message: String,
+    reason: &'static str,
+    message: String,
 }
 
 impl Desired {
-    /// A condition of `type_`.
-    pub fn new(
-        type_: &'static str,
-        status: Status,
-        reason: impl Into<String>,
-        message: impl Into<String>,
-    ) -> Desired {
+    /// A condition of `type_` showing `reason`.
+    pub fn new(type_: &'static str, status: Status, reason: &Reason) -> Desired {
         Desired {
             type_,
             status,
-            reason: reason.into(),
-            message: message.into(),
+            reason: reason.code(),
+            message: reason.message(),
         }
+    }
+
+    /// The same condition with `text` appended to its message (e.g. when a
+    /// failed step is retried next).
+    pub fn appending(mut self, text: &str) -> Desired {
+        if self.message.is_empty() {
+            self.message = text.to_string();
+        } else {
+            self.message = format!("{}; {text}", self.message);
+        }
+        self
+    }
+
+    /// The CamelCase reason.
+    pub fn reason(&self) -> &'static str {
+        self.reason
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.message
     }
 }
 
@@ -114,7 +130,7 @@ pub fn set(
                 changed = true;
             }
             if c.reason != desired.reason {
-                c.reason.clone_from(&desired.reason);
+                c.reason = desired.reason.to_string();
                 changed = true;
             }
             if c.message != message {
@@ -131,7 +147,7 @@ pub fn set(
             conditions.push(Condition {
                 type_: desired.type_.to_string(),
                 status: desired.status.as_str().to_string(),
-                reason: desired.reason.clone(),
+                reason: desired.reason.to_string(),
                 message,
                 last_transition_time: Time(now),
                 observed_generation: generation,
@@ -164,7 +180,7 @@ mod tests {
         let mut list = Vec::new();
         assert!(set(
             &mut list,
-            &Desired::new(READY, Status::False, "Cloning", "cloning"),
+            &Desired::new(READY, Status::False, &Reason::Cloning("cloning".into())),
             Some(1),
             ts(100)
         ));
@@ -172,7 +188,7 @@ mod tests {
         // Same status, new reason: changed, but the transition time stays.
         assert!(set(
             &mut list,
-            &Desired::new(READY, Status::False, "PoweringOn", "starting"),
+            &Desired::new(READY, Status::False, &Reason::PoweringOn("starting".into())),
             Some(1),
             ts(200)
         ));
@@ -181,14 +197,14 @@ mod tests {
         // Identical: nothing changes.
         assert!(!set(
             &mut list,
-            &Desired::new(READY, Status::False, "PoweringOn", "starting"),
+            &Desired::new(READY, Status::False, &Reason::PoweringOn("starting".into())),
             Some(1),
             ts(300)
         ));
         // New status: the transition time moves.
         assert!(set(
             &mut list,
-            &Desired::new(READY, Status::True, "Provisioned", ""),
+            &Desired::new(READY, Status::True, &Reason::Provisioned(String::new())),
             Some(1),
             ts(400)
         ));
@@ -203,7 +219,7 @@ mod tests {
         let long = "é".repeat(2000);
         set(
             &mut list,
-            &Desired::new(READY, Status::False, "X", long),
+            &Desired::new(READY, Status::False, &Reason::CloneFailed(long)),
             None,
             ts(1),
         );

@@ -142,9 +142,6 @@ pub struct Shared {
     /// Options.
     pub options: ControllerOptions,
     shutdown: tokio::sync::watch::Receiver<bool>,
-    /// The machine controller's watch stores, once it runs in this process
-    /// (see [`Shared::share_machine_stores`]).
-    machine_stores: std::sync::OnceLock<crate::machine::Stores>,
 }
 
 impl std::fmt::Debug for Shared {
@@ -202,7 +199,6 @@ impl Shared {
                 recorder,
                 options,
                 shutdown: rx,
-                machine_stores: std::sync::OnceLock::new(),
             },
             ShutdownHandle(tx),
         )
@@ -216,24 +212,6 @@ impl Shared {
             // An error means the handle is gone: shut down as well.
             let _ = rx.wait_for(|stop| *stop).await;
         }
-    }
-
-    /// Offers the machine controller's watch stores to the other
-    /// controllers of this process (the ProxmoxCluster controller counts
-    /// machines from them instead of LISTing every ProxmoxMachine of the
-    /// cluster on each reconcile). The first call wins; later ones are
-    /// ignored.
-    pub fn share_machine_stores(&self, stores: crate::machine::Stores) {
-        let _ = self.machine_stores.set(stores);
-    }
-
-    /// The machine controller's stores when it runs in this process and
-    /// sees every ProxmoxMachine in scope (no `--watch-filter`: a filtered
-    /// store lacks the machines without the label, which still count).
-    pub fn complete_machine_stores(&self) -> Option<&crate::machine::Stores> {
-        self.machine_stores
-            .get()
-            .filter(|_| self.options.watch_filter.is_none())
     }
 
     /// Whether shutdown was requested.

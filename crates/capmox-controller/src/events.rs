@@ -1,6 +1,13 @@
 //! Kubernetes events (`events.k8s.io/v1`) for state changes an operator
-//! cares about: Normal for progress, Warning for failures (reason = a stable
-//! CamelCase word or [`crate::error::Error::category`]).
+//! cares about: Normal for progress, Warning for failures. The reason and
+//! the note come from a [`Reason`] (its code and message).
+//!
+//! Series: the event recorder folds repeated events of one object with the
+//! same reason into one series (the note of the first one stays). Events
+//! about one instance of a ProxmoxCluster therefore name the instance in
+//! the `regarding` reference's `fieldPath` (`spec.settings.instances{dc-a}`,
+//! the way events about one container of a Pod name it), so each
+//! instance's event is its own series and stays visible.
 //!
 //! Publishing is best effort: a failed event write is logged at debug level
 //! and never fails a reconcile. Notes are cut to [`MAX_NOTE`] bytes (the API
@@ -11,6 +18,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType};
 
 use crate::context::Shared;
+use crate::reasons::Reason;
 
 /// Longest note written (bytes); longer ones end in `…`.
 pub const MAX_NOTE: usize = 1000;
@@ -36,14 +44,26 @@ pub fn truncate_note(note: &str) -> String {
     format!("{}…", &note[..end])
 }
 
-/// Publishes an event about `obj`: `reason` (CamelCase or an error
-/// category), `action` (what the controller was doing, e.g. `Reconcile`,
-/// `Probe`, `Delete`) and a human `note`.
+/// Publishes an event about `obj`: `reason` (its code is the event's
+/// reason, its message the note) and `action` (what the controller was
+/// doing, e.g. `Reconcile`, `Probe`, `Delete`).
 pub async fn publish(
     shared: &Shared,
     obj: &ObjectReference,
     kind: EventKind,
-    reason: &str,
+    reason: &Reason,
+    action: &str,
+) {
+    publish_note(shared, obj, kind, reason, action, &reason.message()).await
+}
+
+/// [`publish`] with a note other than the reason's message (e.g. with a
+/// retry appended).
+pub async fn publish_note(
+    shared: &Shared,
+    obj: &ObjectReference,
+    kind: EventKind,
+    reason: &Reason,
     action: &str,
     note: &str,
 ) {
@@ -52,19 +72,47 @@ pub async fn publish(
             EventKind::Normal => EventType::Normal,
             EventKind::Warning => EventType::Warning,
         },
-        reason: reason.to_string(),
+        reason: reason.code().to_string(),
         note: Some(truncate_note(note)),
         action: action.to_string(),
         secondary: None,
     };
     if let Err(e) = shared.recorder.publish(&ev, obj).await {
-        tracing::debug!(error = %e, reason, "could not publish event");
+        tracing::debug!(error = %e, reason = reason.code(), "could not publish event");
+    }
+}
+
+/// The reference of instance `instance` of the ProxmoxCluster `cluster`
+/// (its `regarding` reference with `fieldPath` naming the instance).
+pub fn about_instance(cluster: &ObjectReference, instance: &str) -> ObjectReference {
+    ObjectReference {
+        field_path: Some(format!("spec.settings.instances{{{instance}}}")),
+        ..cluster.clone()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instance_events_are_their_own_series() {
+        let pc = ObjectReference {
+            kind: Some("ProxmoxCluster".into()),
+            name: Some("wl1".into()),
+            namespace: Some("ns".into()),
+            uid: Some("u".into()),
+            ..ObjectReference::default()
+        };
+        let a = about_instance(&pc, "dc-a");
+        let b = about_instance(&pc, "dc-b");
+        assert_eq!(
+            a.field_path.as_deref(),
+            Some("spec.settings.instances{dc-a}")
+        );
+        assert_ne!(a, b);
+        assert_eq!(a.uid, pc.uid);
+    }
 
     #[test]
     fn notes_are_cut_at_char_boundaries() {

@@ -13,6 +13,8 @@
 //! | [`clients`] | per-instance client cache |
 //! | [`instances`] | the effective instances of a ProxmoxCluster |
 //! | [`context`] | what every controller shares |
+//! | [`stores`] | the watched objects reconcilers read |
+//! | [`reasons`] | every condition and event reason, with its message |
 //! | [`metrics`], [`telemetry`], [`events`] | Prometheus metrics, logs, Kubernetes events |
 //! | [`cluster`] | the ProxmoxCluster reconciler |
 //! | [`machine`] | the ProxmoxMachine reconciler |
@@ -37,6 +39,8 @@ pub mod machine;
 pub mod manager;
 pub mod metrics;
 pub mod pve;
+pub mod reasons;
+pub mod stores;
 pub mod telemetry;
 pub mod template_status;
 pub mod watch_filter;

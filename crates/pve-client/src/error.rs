@@ -177,6 +177,45 @@ impl TaskFailureKind {
     }
 }
 
+/// Why the guest agent could not answer, decided from Proxmox's wording
+/// (docs/proxmox-semantics.md §17).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentCause {
+    /// The VM has no `agent` option (`No QEMU guest agent configured`).
+    NotConfigured,
+    /// The VM itself is stopped (`VM <id> is not running`).
+    VmNotRunning,
+    /// The VM runs but the agent does not answer yet (`QEMU guest agent is
+    /// not running`): the guest is booting.
+    AgentNotRunning,
+    /// The agent did not answer in time (`… got timeout`).
+    Timeout,
+    /// The agent answered with an error (`Agent error: …`).
+    AgentError,
+    /// Other wording.
+    Other,
+}
+
+impl AgentCause {
+    /// The cause a message of an agent call names.
+    pub(crate) fn of(message: &str) -> AgentCause {
+        let m = message.to_ascii_lowercase();
+        if m.contains("no qemu guest agent configured") {
+            AgentCause::NotConfigured
+        } else if m.contains("guest agent is not running") {
+            AgentCause::AgentNotRunning
+        } else if m.contains("not running") {
+            AgentCause::VmNotRunning
+        } else if m.contains("timeout") {
+            AgentCause::Timeout
+        } else if m.contains("agent error") {
+            AgentCause::AgentError
+        } else {
+            AgentCause::Other
+        }
+    }
+}
+
 /// Every failure of the client. Each variant that comes from a call carries a
 /// [`CallContext`]; [`PveError::category`] gives a short stable label for
 /// metrics and events.
@@ -286,6 +325,8 @@ pub enum PveError {
     AgentUnavailable {
         /// The call.
         ctx: Box<CallContext>,
+        /// Why the agent cannot answer.
+        cause: AgentCause,
         /// Message from the server.
         message: String,
     },
@@ -772,7 +813,11 @@ pub fn classify_response(
                 },
                 MessageClass::LockTimeout if !is_agent => PveError::LockTimeout { ctx, message },
                 MessageClass::Locked(lock) => PveError::Locked { ctx, lock, message },
-                _ if is_agent && status == 500 => PveError::AgentUnavailable { ctx, message },
+                _ if is_agent && status == 500 => PveError::AgentUnavailable {
+                    ctx,
+                    cause: AgentCause::of(&message),
+                    message,
+                },
                 MessageClass::Conflict(kind) => PveError::Conflict { ctx, kind, message },
                 _ if status == 501 => PveError::Unsupported {
                     ctx,
@@ -795,7 +840,7 @@ pub fn classify_response(
 }
 
 /// Classifies a task's non-OK exit status text.
-pub(crate) fn task_failure_kind(exitstatus: &str) -> TaskFailureKind {
+pub fn task_failure_kind(exitstatus: &str) -> TaskFailureKind {
     if exitstatus.trim() == "unexpected status" {
         return TaskFailureKind::Unknown;
     }
@@ -1156,12 +1201,18 @@ mod tests {
 
     #[test]
     fn agent_errors() {
-        for msg in [
-            "No QEMU guest agent configured",
-            "VM 105 is not running",
-            "QEMU guest agent is not running",
-            "VM 105 qmp command 'guest-network-get-interfaces' failed - got timeout",
-            "Agent error: command not supported",
+        for (msg, want) in [
+            ("No QEMU guest agent configured", AgentCause::NotConfigured),
+            ("VM 105 is not running", AgentCause::VmNotRunning),
+            (
+                "QEMU guest agent is not running",
+                AgentCause::AgentNotRunning,
+            ),
+            (
+                "VM 105 qmp command 'guest-network-get-interfaces' failed - got timeout",
+                AgentCause::Timeout,
+            ),
+            ("Agent error: command not supported", AgentCause::AgentError),
         ] {
             let e = classify_response(
                 ctx("GET", "/nodes/n/qemu/105/agent/network-get-interfaces"),
@@ -1170,7 +1221,7 @@ mod tests {
                 b"",
             );
             assert!(
-                matches!(e, PveError::AgentUnavailable { .. }),
+                matches!(e, PveError::AgentUnavailable { cause, .. } if cause == want),
                 "{msg}: {e:?}"
             );
             assert!(e.is_retryable());

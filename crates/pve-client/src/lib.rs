@@ -53,8 +53,8 @@ pub mod upid;
 pub use client::PveClient;
 pub use config::{ApiUrl, Auth, ClientConfig, Fingerprint, TlsMode, TokenId};
 pub use error::{
-    CallContext, ConflictKind, Missing, ParseError, PveError, TaskFailureKind, TransientCause,
-    classify_response,
+    AgentCause, CallContext, ConflictKind, Missing, ParseError, PveError, TaskFailureKind,
+    TransientCause, classify_response,
 };
 pub use observer::{CallCounter, CallObserver, CallRecord};
 pub use secret::Secret;

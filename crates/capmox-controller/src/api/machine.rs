@@ -441,9 +441,23 @@ pub struct ProxmoxMachineStatus {
     /// The bootstrap ISO was attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_data_provided: Option<bool>,
+    /// The bootstrap ISO volume, recorded before its upload and removed
+    /// once the volume is deleted: what the provider must delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_media: Option<BootstrapMedia>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+}
+
+/// A bootstrap ISO volume of the machine.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BootstrapMedia {
+    /// The node whose storage holds it.
+    pub node: String,
+    /// The volume ID, `storage:iso/capmox-<vmid>-<uid>.iso`.
+    pub volume: String,
 }
 
 /// A CAPI `MachineAddress`.

@@ -33,34 +33,7 @@ use crate::capi::core::Endpoint;
 use crate::conditions::{self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, READY, Status};
 use crate::events::EventKind;
 use crate::instances::{EffectiveInstance, effective_instances};
-
-/// Condition reasons (CamelCase, stable).
-pub mod reason {
-    /// Everything works.
-    pub const READY: &str = "Ready";
-    /// Usable, but some instance is not.
-    pub const DEGRADED: &str = "Degraded";
-    /// The spec is invalid.
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// No owner Cluster yet.
-    pub const WAITING_FOR_CLUSTER: &str = "WaitingForCluster";
-    /// Externally managed control plane without an endpoint yet.
-    pub const WAITING_FOR_ENDPOINT: &str = "WaitingForControlPlaneEndpoint";
-    /// No usable instance.
-    pub const INSTANCES_UNAVAILABLE: &str = "InstancesUnavailable";
-    /// Some credentials are wrong.
-    pub const CREDENTIALS_INVALID: &str = "CredentialsInvalid";
-    /// Some instance could not be reached, so its credentials are unverified.
-    pub const CREDENTIALS_UNVERIFIED: &str = "CredentialsUnverified";
-    /// Reconciliation is paused.
-    pub const PAUSED: &str = "Paused";
-    /// Reconciliation is not paused.
-    pub const NOT_PAUSED: &str = "NotPaused";
-    /// Deletion in progress.
-    pub const DELETING: &str = "Deleting";
-    /// Deletion waits for the cluster's ProxmoxMachines.
-    pub const WAITING_FOR_MACHINES: &str = "WaitingForMachines";
-}
+use crate::reasons::Reason;
 
 /// ProxmoxMachines of this cluster, counted by `spec.instance`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -93,27 +66,35 @@ impl MachineCounts {
 pub struct Note {
     /// Normal or Warning.
     pub kind: EventKind,
-    /// CamelCase reason.
-    pub reason: &'static str,
-    /// What happened.
-    pub message: String,
+    /// The reason (code and message).
+    pub reason: Reason,
+    /// The instance the event is about, if one (its own event series).
+    pub instance: Option<String>,
 }
 
 impl Note {
-    fn normal(reason: &'static str, message: impl Into<String>) -> Note {
+    /// A Normal event.
+    pub fn normal(reason: Reason) -> Note {
         Note {
             kind: EventKind::Normal,
             reason,
-            message: message.into(),
+            instance: None,
         }
     }
 
-    fn warning(reason: &'static str, message: impl Into<String>) -> Note {
+    /// A Warning event.
+    pub fn warning(reason: Reason) -> Note {
         Note {
             kind: EventKind::Warning,
             reason,
-            message: message.into(),
+            instance: None,
         }
+    }
+
+    /// The event is about `instance` (its own series).
+    pub fn about(mut self, instance: &str) -> Note {
+        self.instance = Some(instance.to_string());
+        self
     }
 }
 
@@ -248,7 +229,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     let mut events = Vec::new();
     set(
         &mut st,
-        Desired::new(PAUSED, Status::False, reason::NOT_PAUSED, ""),
+        Desired::new(PAUSED, Status::False, &Reason::NotPaused),
         gen_,
         now,
     );
@@ -259,12 +240,13 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             summarize(inp.validation)
         );
         let was = conditions::get(&prev.conditions, READY);
-        if was.is_none_or(|c| c.reason != reason::INVALID_SPEC || c.message != msg) {
-            events.push(Note::warning(reason::INVALID_SPEC, msg.clone()));
+        let invalid = Reason::InvalidSpec(msg.clone());
+        if was.is_none_or(|c| c.reason != invalid.code() || c.message != msg) {
+            events.push(Note::warning(invalid));
         }
         set(
             &mut st,
-            Desired::new(READY, Status::False, reason::INVALID_SPEC, msg),
+            Desired::new(READY, Status::False, &Reason::InvalidSpec(msg)),
             gen_,
             now,
         );
@@ -274,8 +256,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             Desired::new(
                 CREDENTIALS_READY,
                 Status::Unknown,
-                reason::INVALID_SPEC,
-                unknown,
+                &Reason::InvalidSpec(unknown.into()),
             ),
             gen_,
             now,
@@ -285,8 +266,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             Desired::new(
                 INSTANCES_READY,
                 Status::Unknown,
-                reason::INVALID_SPEC,
-                unknown,
+                &Reason::InvalidSpec(unknown.into()),
             ),
             gen_,
             now,
@@ -308,13 +288,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                     host: e.host.clone(),
                     port: e.port,
                 };
-                events.push(Note::normal(
-                    "ControlPlaneEndpointSet",
-                    format!(
+                events.push(Note::normal(Reason::ControlPlaneEndpointSet(format!(
                         "spec.controlPlaneEndpoint set to {}:{} from the Cluster (externally managed control plane)",
                         ep.host, ep.port
-                    ),
-                ));
+                    ))));
                 copy_endpoint = Some(ep);
                 true
             }
@@ -334,10 +311,9 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         && let Some(s) = &selected
         && previous_selected(prev) != Some(s.as_str())
     {
-        events.push(Note::normal(
-            "InstanceSelected",
-            format!("SingleInstance mode: every machine of this cluster goes to instance {s}"),
-        ));
+        events.push(Note::normal(Reason::SingleInstanceSelected(format!(
+            "SingleInstance mode: every machine of this cluster goes to instance {s}"
+        ))));
     }
 
     // status.instances
@@ -366,25 +342,25 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         let before = prev.instances.iter().find(|p| p.name == i.name);
         match (before.map(|b| b.ready), i.ready) {
             (Some(true), true) => {}
-            (_, true) => events.push(Note::normal(
-                "InstanceReady",
-                format!(
+            (_, true) => events.push(
+                Note::normal(Reason::InstanceReady(format!(
                     "instance {} ready (Proxmox VE {}, nodes: {})",
                     i.name,
                     i.version.as_deref().unwrap_or("?"),
                     i.nodes.join(", ")
-                ),
-            )),
+                )))
+                .about(&i.name),
+            ),
             (_, false) => {
                 if before.is_none_or(|b| b.ready || b.message != i.message) {
-                    events.push(Note::warning(
-                        "InstanceUnavailable",
-                        format!(
+                    events.push(
+                        Note::warning(Reason::InstanceUnavailable(format!(
                             "instance {}: {}",
                             i.name,
                             i.message.as_deref().unwrap_or("not ready")
-                        ),
-                    ));
+                        )))
+                        .about(&i.name),
+                    );
                 }
             }
         }
@@ -433,14 +409,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     if names(&fds) != names(&prev.failure_domains)
         && !(fds.is_empty() && prev.failure_domains.is_empty())
     {
-        events.push(Note::normal(
-            "FailureDomainsChanged",
-            format!(
-                "failure domains: {} (was: {})",
-                or_none(&names(&fds)),
-                or_none(&names(&prev.failure_domains))
-            ),
-        ));
+        events.push(Note::normal(Reason::FailureDomainsChanged(format!(
+            "failure domains: {} (was: {})",
+            or_none(&names(&fds)),
+            or_none(&names(&prev.failure_domains))
+        ))));
     }
     st.failure_domains = fds;
 
@@ -491,31 +464,36 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         Desired::new(
             CREDENTIALS_READY,
             Status::False,
-            reason::CREDENTIALS_INVALID,
-            invalid_creds.join("; "),
+            &Reason::CredentialsInvalid(invalid_creds.join("; ")),
         )
     } else if !unverified.is_empty() {
         Desired::new(
             CREDENTIALS_READY,
             Status::Unknown,
-            reason::CREDENTIALS_UNVERIFIED,
-            format!(
+            &Reason::CredentialsUnverified(format!(
                 "not verified (instance unreachable): {}",
                 unverified.join(", ")
-            ),
+            )),
         )
     } else {
-        Desired::new(CREDENTIALS_READY, Status::True, reason::READY, "")
+        Desired::new(
+            CREDENTIALS_READY,
+            Status::True,
+            &Reason::CredentialsValid("".into()),
+        )
     };
     set(&mut st, creds, gen_, now);
     let instances_cond = if broken.is_empty() {
-        Desired::new(INSTANCES_READY, Status::True, reason::READY, "")
+        Desired::new(
+            INSTANCES_READY,
+            Status::True,
+            &Reason::InstancesReady("".into()),
+        )
     } else {
         Desired::new(
             INSTANCES_READY,
             Status::False,
-            reason::INSTANCES_UNAVAILABLE,
-            broken.join("; "),
+            &Reason::InstancesUnavailable(broken.join("; ")),
         )
     };
     set(&mut st, instances_cond, gen_, now);
@@ -543,12 +521,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
 
     let ready = if !endpoint_ok {
-        Desired::new(
-            READY,
-            Status::False,
-            reason::WAITING_FOR_ENDPOINT,
-            "spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint",
-        )
+        Desired::new(READY, Status::False, &Reason::WaitingForControlPlaneEndpoint("spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint".into()))
     } else if !usable {
         let why = match mode {
             ClusterMode::MultiInstance => format!(
@@ -564,29 +537,26 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         Desired::new(
             READY,
             Status::False,
-            reason::INSTANCES_UNAVAILABLE,
-            with_warnings(why, &warnings),
+            &Reason::InstancesUnavailable(with_warnings(why, &warnings)),
         )
     } else if !broken.is_empty() {
         Desired::new(
             READY,
             Status::True,
-            reason::DEGRADED,
-            with_warnings(
+            &Reason::Degraded(with_warnings(
                 format!(
                     "{ready_count} of {} instances ready; {}",
                     st.instances.len(),
                     broken.join("; ")
                 ),
                 &warnings,
-            ),
+            )),
         )
     } else {
         Desired::new(
             READY,
             Status::True,
-            reason::READY,
-            with_warnings(String::new(), &warnings),
+            &Reason::ClusterReady(with_warnings(String::new(), &warnings)),
         )
     };
     set(&mut st, ready, gen_, now);
@@ -601,13 +571,10 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
             provisioned: Some(true),
         });
         if !was_provisioned {
-            events.push(Note::normal(
-                "Provisioned",
-                format!(
-                    "infrastructure provisioned; failure domains: {}",
-                    or_none(&names(&st.failure_domains))
-                ),
-            ));
+            events.push(Note::normal(Reason::Provisioned(format!(
+                "infrastructure provisioned; failure domains: {}",
+                or_none(&names(&st.failure_domains))
+            ))));
         }
     }
 
@@ -635,12 +602,7 @@ pub fn decide_paused(
     let mut st = previous.clone();
     set(
         &mut st,
-        Desired::new(
-            PAUSED,
-            Status::True,
-            reason::PAUSED,
-            "reconciliation is paused (Cluster.spec.paused or the cluster.x-k8s.io/paused annotation)",
-        ),
+        Desired::new(PAUSED, Status::True, &Reason::Paused),
         generation,
         now,
     );
@@ -657,7 +619,11 @@ pub fn decide_waiting_for_owner(
     let mut st = previous.clone();
     set(
         &mut st,
-        Desired::new(READY, Status::False, reason::WAITING_FOR_CLUSTER, message),
+        Desired::new(
+            READY,
+            Status::False,
+            &Reason::ClusterWaitingForOwner(message.to_string()),
+        ),
         generation,
         now,
     );
@@ -682,19 +648,17 @@ pub fn decide_deleting(
         Desired::new(
             READY,
             Status::False,
-            reason::WAITING_FOR_MACHINES,
-            format!(
+            &Reason::WaitingForMachines(format!(
                 "deleting: waiting for {total} ProxmoxMachine{} of this cluster to be deleted ({})",
                 if total == 1 { "" } else { "s" },
                 shown.join(", ")
-            ),
+            )),
         )
     } else {
         Desired::new(
             READY,
             Status::False,
-            reason::DELETING,
-            "deleting: removing IP pools and the finalizer",
+            &Reason::Deleting("deleting: removing IP pools and the finalizer".into()),
         )
     };
     set(&mut st, d, generation, now);

@@ -35,6 +35,7 @@ use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::core::Cluster;
 use crate::capi::ipam::InClusterIPPool;
 use crate::context::Shared;
+use crate::stores::Stores;
 use crate::watch_filter;
 
 pub use reconcile::{ClusterContext, error_policy, reconcile, reconcile_once};
@@ -62,9 +63,9 @@ pub const CONTROLLER_NAME: &str = "proxmoxcluster";
 /// Secrets (mapped to the clusters whose instances use them; the reflector
 /// also feeds the client map's Secret store); ProxmoxMachines (mapped by the
 /// `cluster.x-k8s.io/cluster-name` label, so machine counts stay right).
-pub fn controller(shared: Arc<Shared>) -> impl Future<Output = ()> + Send {
+pub fn controller(shared: Arc<Shared>, stores: Stores) -> impl Future<Output = ()> + Send {
     let opts = shared.options.clone();
-    let ctx = Arc::new(ClusterContext::new(shared.clone()));
+    let ctx = Arc::new(ClusterContext::new(shared.clone(), stores));
     let controller = Controller::new(shared.scoped_api::<ProxmoxCluster>(), opts.watcher_config());
     let store = controller.store();
 

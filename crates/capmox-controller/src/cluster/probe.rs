@@ -51,7 +51,7 @@ pub struct ProbeResult {
     /// What is wrong (when not ready), in words that say what to fix.
     pub message: Option<String>,
     /// The Proxmox cluster's identity learned from `/cluster/status`.
-    pub identity: Option<String>,
+    pub identity: Option<crate::clients::Identity>,
 }
 
 impl ProbeResult {
@@ -488,7 +488,7 @@ mod tests {
                 version: Some("8.4.1".into()),
                 nodes: vec!["pve1".into(), "pve3".into()],
                 message: None,
-                identity: Some("cluster:dc-a".into()),
+                identity: Some(crate::clients::Identity::new("cluster:dc-a")),
             }
         );
         let r = evaluate(
@@ -513,7 +513,7 @@ mod tests {
                 "https://pve-a.example:8006: no allowed node online (allowed: pve2; online: pve1)"
             )
         );
-        assert_eq!(r.identity.as_deref(), Some(ORIGIN));
+        assert_eq!(r.identity, Some(crate::clients::Identity::new(ORIGIN)));
         // An unknown allowed node is reported but does not block while another is online.
         let r = evaluate(
             ORIGIN,

@@ -46,6 +46,8 @@ use crate::capi::{CLUSTER_NAME_LABEL, is_externally_managed, is_paused, owner_of
 use crate::context::{FIELD_MANAGER, Shared, cluster_selector};
 use crate::error::Error;
 use crate::events::{self, EventKind};
+use crate::reasons::Reason;
+use crate::stores::Stores;
 
 /// What the ProxmoxCluster controller keeps between reconciles.
 pub struct ClusterContext {
@@ -55,6 +57,8 @@ pub struct ClusterContext {
     pub probes: ProbeCache,
     /// Per-object retry backoff after failed reconciles.
     pub backoff: Backoff,
+    /// The watched objects (machine counts come from its ProxmoxMachines).
+    pub stores: Stores,
 }
 
 impl std::fmt::Debug for ClusterContext {
@@ -64,14 +68,15 @@ impl std::fmt::Debug for ClusterContext {
 }
 
 impl ClusterContext {
-    /// A fresh context (empty probe cache and backoff table).
-    pub fn new(shared: Arc<Shared>) -> ClusterContext {
+    /// A fresh context (empty probe cache and backoff table) reading `stores`.
+    pub fn new(shared: Arc<Shared>, stores: Stores) -> ClusterContext {
         let o = &shared.options;
         let backoff = Backoff::new(o.scaled(o.backoff_base), o.scaled(o.backoff_max));
         ClusterContext {
             shared,
             probes: ProbeCache::default(),
             backoff,
+            stores,
         }
     }
 
@@ -115,9 +120,8 @@ pub async fn reconcile(pc: Arc<ProxmoxCluster>, ctx: Arc<ClusterContext>) -> Res
                 &ctx.shared,
                 &pc.object_ref(&()),
                 EventKind::Warning,
-                e.category(),
+                &Reason::ReconcileFailed(format!("{}: {e}", e.category())),
                 "Reconcile",
-                &e.to_string(),
             )
             .await;
         }
@@ -185,9 +189,8 @@ pub async fn reconcile_once(pc: &ProxmoxCluster, ctx: &ClusterContext) -> Result
                 shared,
                 &pc.object_ref(&()),
                 EventKind::Normal,
-                "Paused",
+                &Reason::Paused,
                 "Reconcile",
-                "reconciliation is paused",
             )
             .await;
         }
@@ -296,28 +299,22 @@ async fn write_status(
 }
 
 /// Counts the ProxmoxMachines labelled with the CAPI cluster name, by
-/// `spec.instance`: from the machine controller's store when it runs in
-/// this process and sees every machine (no LIST: a ProxmoxMachine change
+/// `spec.instance`, from the stores (no LIST: a ProxmoxMachine change
 /// triggers this reconcile, and LISTing 1,000 machines on each one cost
-/// O(N²) objects served during a scale-down), else with one LIST.
+/// O(N²) objects served during a scale-down).
 ///
 /// The store and this controller's own ProxmoxMachine watch are separate
 /// watches of the same objects; the reconcile runs a debounce
 /// ([`super::DEBOUNCE`]) after the trigger, by when the store has the same
 /// change. Deletion does not rely on it: see [`count_machines_listed`].
 async fn count_machines(
-    shared: &Shared,
+    stores: &Stores,
     ns: &str,
     capi_name: &str,
 ) -> Result<MachineCounts, Error> {
-    match shared.complete_machine_stores() {
-        Some(stores) => {
-            stores.ready().await?;
-            let machines = stores.cluster_machines(ns, capi_name);
-            Ok(tally(machines.iter().map(|m| m.as_ref())))
-        }
-        None => count_machines_listed(shared, ns, capi_name).await,
-    }
+    stores.ready().await?;
+    let machines = stores.cluster_machines(ns, capi_name);
+    Ok(tally(machines.iter().map(|m| m.as_ref())))
 }
 
 /// [`count_machines`] with one LIST, always: what the API server holds now.
@@ -388,7 +385,7 @@ async fn cleanup(
     let ns = pc.namespace().unwrap_or_default();
     // The store says which machines are still there; that none is left is
     // confirmed with a LIST before the pools and the finalizer go.
-    let mut machines = count_machines(shared, &ns, capi_name).await?;
+    let mut machines = count_machines(&ctx.stores, &ns, capi_name).await?;
     if machines.total() == 0 {
         machines = count_machines_listed(shared, &ns, capi_name).await?;
     }
@@ -409,9 +406,8 @@ async fn cleanup(
                 shared,
                 &pc.object_ref(&()),
                 EventKind::Normal,
-                "WaitingForMachines",
+                &Reason::WaitingForMachines(msg),
                 "Delete",
-                &msg,
             )
             .await;
         }
@@ -433,9 +429,10 @@ async fn cleanup(
         shared,
         &pc.object_ref(&()),
         EventKind::Normal,
-        "Deleted",
+        &Reason::Deleted(format!(
+            "no ProxmoxMachine left; {deleted} IP pool(s) deleted; finalizer removed"
+        )),
         "Delete",
-        &format!("no ProxmoxMachine left; {deleted} IP pool(s) deleted; finalizer removed"),
     )
     .await;
     Ok(Action::await_change())
@@ -520,7 +517,7 @@ async fn apply(
     } else {
         (previous.ip_pools.clone(), None)
     };
-    let machines = count_machines(shared, &ns, capi_name).await?;
+    let machines = count_machines(&ctx.stores, &ns, capi_name).await?;
     shared
         .metrics
         .set_cluster_machines(&key_of(pc), machines.phases.clone());
@@ -548,19 +545,17 @@ async fn apply(
     write_status(api, pc, &decision.status).await?;
     let obj = pc.object_ref(&());
     for note in &decision.events {
+        let (code, message) = (note.reason.code(), note.reason.message());
         match note.kind {
-            EventKind::Warning => tracing::warn!(reason = note.reason, "{}", note.message),
-            EventKind::Normal => tracing::info!(reason = note.reason, "{}", note.message),
+            EventKind::Warning => tracing::warn!(reason = code, "{message}"),
+            EventKind::Normal => tracing::info!(reason = code, "{message}"),
         }
-        events::publish(
-            shared,
-            &obj,
-            note.kind,
-            note.reason,
-            "Reconcile",
-            &note.message,
-        )
-        .await;
+        // Events about one instance are their own series (see `events`).
+        let regarding = match &note.instance {
+            Some(i) => events::about_instance(&obj, i),
+            None => obj.clone(),
+        };
+        events::publish(shared, &regarding, note.kind, &note.reason, "Reconcile").await;
     }
     if let Some(e) = pool_error {
         return Err(e);

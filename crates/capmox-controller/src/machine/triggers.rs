@@ -19,10 +19,8 @@
 use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::core::Cluster;
 use crate::conditions;
+use crate::reasons::Reason;
 use crate::watch_filter::{hash_json, hash_of, metadata_hash};
-
-/// `VirtualMachineProvisioned` reason of a machine waiting for its bootstrap Secret.
-pub const WAITING_FOR_BOOTSTRAP_DATA: &str = "WaitingForBootstrapData";
 
 /// Relevance hash of a CAPI Cluster.
 pub fn cluster_hash(c: &Cluster) -> u64 {
@@ -65,7 +63,7 @@ pub fn waits_for_bootstrap_data(m: &ProxmoxMachine) -> bool {
         return false;
     }
     conditions::get(&st.conditions, conditions::VM_PROVISIONED)
-        .is_none_or(|c| c.reason == WAITING_FOR_BOOTSTRAP_DATA)
+        .is_none_or(|c| c.reason == Reason::WaitingForBootstrapData(String::new()).code())
 }
 
 #[cfg(test)]
@@ -123,7 +121,7 @@ mod tests {
         let m = ProxmoxMachine::new("m", Default::default());
         assert!(waits_for_bootstrap_data(&m), "no status yet");
         assert!(waits_for_bootstrap_data(&with_reason(
-            WAITING_FOR_BOOTSTRAP_DATA
+            "WaitingForBootstrapData"
         )));
         assert!(!waits_for_bootstrap_data(&with_reason("Cloning")));
     }

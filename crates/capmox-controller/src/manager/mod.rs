@@ -121,13 +121,25 @@ pub fn identity() -> String {
 
 /// Runs every controller of this manager until `shared` is shut down:
 /// ProxmoxCluster, ProxmoxMachine (with `machine` options) and
-/// ProxmoxMachineTemplate status.
+/// ProxmoxMachineTemplate status. The watched-object stores are made here
+/// and passed to the controllers that read them; the machine controller's
+/// watches fill them.
 pub fn controllers(
     shared: Arc<Shared>,
     machine: crate::machine::MachineOptions,
 ) -> impl Future<Output = ()> + Send {
-    let cluster = crate::cluster::controller(shared.clone());
-    let machines = crate::machine::controller(shared.clone(), machine);
+    let (stores, writers) = crate::stores::Stores::new();
+    let runtime = Arc::new(crate::machine::MachineRuntime::new(
+        &shared.options,
+        machine,
+    ));
+    let ctx = Arc::new(crate::machine::Context {
+        shared: shared.clone(),
+        runtime,
+        stores: stores.clone(),
+    });
+    let cluster = crate::cluster::controller(shared.clone(), stores);
+    let machines = crate::machine::controller::run(ctx, writers);
     let templates = crate::template_status::controller(shared);
     async move {
         futures::future::join3(cluster, machines, templates).await;

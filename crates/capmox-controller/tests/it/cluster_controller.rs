@@ -38,7 +38,11 @@ async fn credentials_rotation_is_picked_up_without_restart() {
     let mut opts = options(Duration::from_secs(6000));
     opts.time_scale = 0.1;
     let (shared, shutdown) = env.shared(opts);
-    let task = tokio::spawn(capmox_controller::cluster::controller(shared.clone()));
+    let stores = crate::support::watched_stores(&shared);
+    let task = tokio::spawn(capmox_controller::cluster::controller(
+        shared.clone(),
+        stores,
+    ));
     env.create_cluster(
         "rot",
         spec(

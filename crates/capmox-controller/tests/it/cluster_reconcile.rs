@@ -782,39 +782,30 @@ async fn template_and_node_problems_are_reported() {
     env.stop().await;
 }
 
-/// Stores for [`Shared::share_machine_stores`] holding `machines` (the other
-/// kinds empty), each marked as having its initial list; the writers are
-/// returned to keep the stores alive.
+/// Stores holding `machines` (the other kinds empty), each marked as
+/// having its initial list; the writers are returned to keep them alive.
 fn machine_stores(
     machines: Vec<ProxmoxMachine>,
 ) -> (
-    capmox_controller::machine::Stores,
-    Vec<Box<dyn std::any::Any>>,
+    capmox_controller::stores::Stores,
+    capmox_controller::stores::Writers,
 ) {
-    use kube::runtime::reflector::store;
     use kube::runtime::watcher::Event as W;
-    fn filled<K>(objs: Vec<K>) -> (kube::runtime::reflector::Store<K>, Box<dyn std::any::Any>)
-    where
-        K: kube::Resource + Clone + 'static,
-        K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-    {
-        let (s, mut w) = store::<K>();
-        w.apply_watcher_event(&W::Init);
-        for o in objs {
-            w.apply_watcher_event(&W::InitApply(o));
-        }
-        w.apply_watcher_event(&W::InitDone);
-        (s, Box::new(w))
+    let (stores, mut w) = capmox_controller::stores::Stores::new();
+    w.machines.apply_watcher_event(&W::Init);
+    for o in machines {
+        w.machines.apply_watcher_event(&W::InitApply(o));
     }
-    let (m, wm) = filled(machines);
-    let (o, wo) = filled::<capmox_controller::capi::core::Machine>(Vec::new());
-    let (c, wc) = filled::<Cluster>(Vec::new());
-    let (p, wp) = filled::<ProxmoxCluster>(Vec::new());
-    let (s, ws) = filled::<Secret>(Vec::new());
-    (
-        capmox_controller::machine::Stores::new(m, o, c, p, s),
-        vec![wm, wo, wc, wp, ws],
-    )
+    w.machines.apply_watcher_event(&W::InitDone);
+    w.owners.apply_watcher_event(&W::Init);
+    w.owners.apply_watcher_event(&W::InitDone);
+    w.clusters.apply_watcher_event(&W::Init);
+    w.clusters.apply_watcher_event(&W::InitDone);
+    w.proxmox_clusters.apply_watcher_event(&W::Init);
+    w.proxmox_clusters.apply_watcher_event(&W::InitDone);
+    w.secrets.apply_watcher_event(&W::Init);
+    w.secrets.apply_watcher_event(&W::InitDone);
+    (stores, w)
 }
 
 /// A ProxmoxMachine of CAPI cluster `cluster` as a store holds it (with a UID).
@@ -824,15 +815,13 @@ fn stored_machine(cluster: &str, name: &str, instance: Option<&str>) -> ProxmoxM
     m
 }
 
-/// With the machine controller's stores shared in the process, a reconcile
-/// counts machines from them (the API server is not asked: here it holds
-/// another picture), unless `--watch-filter` makes the store incomplete.
-/// A deletion still waits for a LIST that finds no machine.
+/// A reconcile counts machines from the stores (the API server is not
+/// asked: here it holds another picture). A deletion still waits for a
+/// LIST that finds no machine.
 #[tokio::test]
 async fn counts_come_from_the_machine_stores_and_deletion_confirms_with_a_list() {
     let env = Env::start().await;
     env.put_all_credentials().await;
-    let ctx = env.context(TICK);
     env.create_cluster("stored", spec(ClusterMode::MultiInstance, three()))
         .await;
     // In the API server: one machine in dc-a. In the stores: two in dc-b.
@@ -843,7 +832,10 @@ async fn counts_come_from_the_machine_stores_and_deletion_confirms_with_a_list()
         stored_machine("stored", "stored-md-9", Some("dc-b")),
         stored_machine("other", "other-md-1", Some("dc-c")),
     ]);
-    ctx.shared.share_machine_stores(stores.clone());
+    let (shared, _) = env.shared(options(TICK));
+    let ctx = Arc::new(capmox_controller::cluster::ClusterContext::new(
+        shared, stores,
+    ));
     let pc = reconcile(&env, &ctx, "stored").await;
     let counts: Vec<(String, u32)> = instances(&pc)
         .into_iter()
@@ -859,22 +851,13 @@ async fn counts_come_from_the_machine_stores_and_deletion_confirms_with_a_list()
         "counted from the stores"
     );
 
-    // --watch-filter: the store lacks unlabelled machines; LIST instead.
-    let mut opts = options(TICK);
-    opts.watch_filter = Some("team-a".into());
-    let (filtered, _) = env.shared(opts);
-    filtered.share_machine_stores(stores);
-    let fctx = Arc::new(capmox_controller::cluster::ClusterContext::new(filtered));
-    let pc = reconcile(&env, &fctx, "stored").await;
-    assert_eq!(instances(&pc)[0].2, 1, "dc-a counted from a LIST");
-    assert_eq!(instances(&pc)[1].2, 0);
-
     // Deleting: stores that hold no machine of the cluster do not drop the
     // finalizer while the API server still has one.
     let (empty, _writers2) = machine_stores(Vec::new());
     let (shared, _) = env.shared(options(TICK));
-    shared.share_machine_stores(empty);
-    let dctx = Arc::new(capmox_controller::cluster::ClusterContext::new(shared));
+    let dctx = Arc::new(capmox_controller::cluster::ClusterContext::new(
+        shared, empty,
+    ));
     env.pcs()
         .delete("stored", &DeleteParams::default())
         .await

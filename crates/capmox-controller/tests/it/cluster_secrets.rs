@@ -45,8 +45,9 @@ async fn secret_values_never_leak() {
     cc.insert("secret".into(), KNOWN.into());
     env.put_secret("dc-c-credentials", &cc).await;
 
-    let (shared, _) = env.shared(options(Duration::from_millis(1)));
-    let ctx = std::sync::Arc::new(ClusterContext::new(shared.clone()));
+    let (shared, _handle) = env.shared(options(Duration::from_millis(1)));
+    let stores = crate::support::watched_stores(&shared);
+    let ctx = std::sync::Arc::new(ClusterContext::new(shared.clone(), stores));
     env.create_cluster(
         "leak",
         spec(

@@ -77,8 +77,9 @@ async fn default_checks_read_the_sentinel_once_before_provisioned() {
 async fn an_unfinished_bootstrap_waits_and_says_so_after_long() {
     let w = world_with(WorldOptions {
         machine: MachineOptions {
-            // 4 s × the time scale 0.005 = 20 ms.
-            bootstrap_patience: Duration::from_secs(4),
+            // 40 s × the time scale 0.005 = 200 ms: several checks fit
+            // before it, however loaded the machine is.
+            bootstrap_patience: Duration::from_secs(40),
             ..MachineOptions::default()
         },
         ..WorldOptions::default()
@@ -112,7 +113,7 @@ async fn an_unfinished_bootstrap_waits_and_says_so_after_long() {
     );
     assert_eq!(
         message,
-        "no bootstrap success after more than 20ms: waiting for the bootstrap to finish: the guest agent did not run the check: QEMU guest agent is not running; look at cloud-init in the guest (/var/log/cloud-init-output.log). The machine is not marked failed: a MachineHealthCheck decides"
+        "no bootstrap success after more than 200ms: waiting for the bootstrap to finish: the guest agent did not run the check: QEMU guest agent is not running; look at cloud-init in the guest (/var/log/cloud-init-output.log). The machine is not marked failed: a MachineHealthCheck decides"
     );
     assert_eq!(m.spec.provider_id, None);
     let st = m.status.clone().unwrap();
@@ -224,7 +225,10 @@ async fn ignition_and_unknown_formats_are_refused_before_any_proxmox_call() {
     assert_eq!(w.pve("dc-a").calls().total, 0, "no Proxmox call at all");
     assert!(w.vms("dc-a").is_empty());
     assert_eq!(
-        w.runtime().vmids.holder("dc-a", 100),
+        w.runtime().vmids.holder(
+            &capmox_controller::clients::Identity::new("cluster:dc-a"),
+            100
+        ),
         None,
         "no VMID reserved"
     );

@@ -52,10 +52,15 @@ impl Running {
     fn start(w: &World) -> Running {
         Running {
             fulfiller: w.spawn_fulfiller(),
-            controller: tokio::spawn(capmox_controller::machine::controller_with(
-                w.shared.clone(),
-                w.ctx.runtime.clone(),
-            )),
+            controller: {
+                let (stores, writers) = capmox_controller::stores::Stores::new();
+                let ctx = std::sync::Arc::new(capmox_controller::machine::Context {
+                    shared: w.shared.clone(),
+                    runtime: w.ctx.runtime.clone(),
+                    stores,
+                });
+                tokio::spawn(capmox_controller::machine::controller::run(ctx, writers))
+            },
         }
     }
 

@@ -7,7 +7,7 @@
 use crate::support::machine as support;
 
 use capmox_controller::api::ProxmoxMachineSpec;
-use capmox_controller::machine::marker::Marker;
+use capmox_controller::machine::vm::marker::Marker;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use pve_client::api::qemu::clone::CloneRequest;
@@ -191,6 +191,25 @@ async fn a_vm_of_another_machine_is_never_adopted() {
         .unwrap();
     w.pve("dc-a").wait_task(upid.as_str()).await.unwrap();
     let theirs = w.pve("dc-a").vm(100).unwrap().config;
+    let m = w
+        .drive_restarting("m1", 30, |m| vm_reason(m) == "InvalidVMID")
+        .await
+        .unwrap();
+    assert!(
+        condition(&m, "Ready").unwrap().2.contains(
+            "the VM there is not this machine's (wl2/m1 uid=aaaaaaaa-bbbb-4ccc-8ddd-eeeeeeeeeeee)"
+        ),
+        "{:?}",
+        condition(&m, "Ready")
+    );
+    w.machines()
+        .patch(
+            "m1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"virtualMachineID": null}})),
+        )
+        .await
+        .unwrap();
     let m = w.drive_restarting("m1", 300, provisioned).await.unwrap();
     assert_eq!(m.spec.virtual_machine_id, Some(101));
     assert_eq!(

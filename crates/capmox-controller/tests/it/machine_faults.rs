@@ -108,8 +108,8 @@ async fn clone_task_failure_is_a_condition_with_the_exit_status_then_recovers() 
 async fn b01_b29_a_foreign_vm_at_our_vmid_is_left_alone() {
     let w = world().await;
     w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
-    // Another tool took VMID 100 (same name as our machine, even) after our
-    // reservation was written but before the clone.
+    // Another tool's VM sits at the VMID the machine records (same name as
+    // our machine, even).
     w.pve("dc-a")
         .create_vm(sim_vm(100, "m1", "pve-a2", "ceph", None), false)
         .unwrap();
@@ -122,6 +122,35 @@ async fn b01_b29_a_foreign_vm_at_our_vmid_is_left_alone() {
             &Patch::Merge(
                 serde_json::json!({"spec": {"instance": "dc-a", "virtualMachineID": 100}}),
             ),
+        )
+        .await
+        .unwrap();
+    // Not read as "absent", not cloned again, not adopted: a terminal
+    // condition names the VMID and what is there.
+    let m = w
+        .drive("m1", 30, |m| vm_reason(m) == "InvalidVMID")
+        .await
+        .unwrap();
+    let (status, _, message) = condition(&m, "Ready").unwrap();
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with(
+            "spec.virtualMachineID 100 cannot be this machine's VM: the VM there is not this machine's (VM 100 carries no capmox marker (name m1))"
+        ),
+        "{message}"
+    );
+    let clones = |w: &World| {
+        w.pve("dc-a")
+            .calls()
+            .count("POST", "/nodes/{node}/qemu/{vmid}/clone")
+    };
+    assert_eq!(clones(&w), 0);
+    // The operator clears the VMID: a free one is reserved.
+    w.machines()
+        .patch(
+            "m1",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"virtualMachineID": null}})),
         )
         .await
         .unwrap();
@@ -234,8 +263,9 @@ async fn b05_node_local_template_is_cloned_on_its_node() {
         .await
         .unwrap();
     assert_eq!(
-        condition(&m, "VirtualMachineProvisioned").unwrap().2,
-        "no online node is allowed: template 9010 has scsi0 on local-lvm, which is not shared; it can only be cloned to pve-a2"
+        without_retry(&condition(&m, "VirtualMachineProvisioned").unwrap().2),
+        "no online node is allowed: template 9010 has scsi0 on local-lvm, which is not shared; it can only be cloned to pve-a2",
+        "the reason, then when it is tried again"
     );
     assert_eq!(
         w.pve("dc-a")
@@ -302,8 +332,9 @@ async fn b26_memory_accounting_and_overcommit() {
         .await
         .unwrap();
     assert_eq!(
-        condition(&m, "VirtualMachineProvisioned").unwrap().2,
-        "no node has 200 GiB free for this VM (memoryAdjustment 100%): pve-a1: capacity 128 GiB (of 128 GiB), reserved 0 bytes, free 128 GiB"
+        without_retry(&condition(&m, "VirtualMachineProvisioned").unwrap().2),
+        "no node has 200 GiB free for this VM (memoryAdjustment 100%): pve-a1: capacity 128 GiB (of 128 GiB), reserved 0 bytes, free 128 GiB",
+        "the reason, then when it is tried again"
     );
     // With 300 % overcommit on a second cluster it fits.
     let mut over = instance("dc-b", 20);

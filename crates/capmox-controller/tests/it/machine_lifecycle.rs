@@ -143,7 +143,14 @@ async fn provisions_then_deletes_one_machine() {
             .is_empty()
     );
     assert!(w.isos("dc-a").is_empty());
-    assert_eq!(w.runtime().vmids.holder("dc-a", 100), None, "VMID released");
+    assert_eq!(
+        w.runtime().vmids.holder(
+            &capmox_controller::clients::Identity::new("cluster:dc-a"),
+            100
+        ),
+        None,
+        "VMID released"
+    );
 }
 
 #[tokio::test]

@@ -62,7 +62,7 @@ async fn machines_by_instance_and_phase_follow_the_machine() {
         )
         .await
         .unwrap();
-    let cctx = ClusterContext::new(w.shared.clone());
+    let cctx = ClusterContext::new(w.shared.clone(), w.ctx.stores.clone());
     w.machine("wl1", "m1", ProxmoxMachineSpec::default()).await;
 
     let text = metrics_after_cluster_reconcile(&w, &cctx).await;

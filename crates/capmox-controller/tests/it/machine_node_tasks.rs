@@ -9,7 +9,7 @@ use crate::support::machine as support;
 
 use std::time::Duration;
 
-use capmox_controller::machine::node_tasks::{Answer, NodeTasks};
+use capmox_controller::machine::runtime::node_tasks::{Answer, NodeTasks};
 use capmox_controller::pve::{CloneRequest, NodeName, Upid, VmId};
 use kube::runtime::reflector::ObjectRef;
 use support::*;
@@ -60,7 +60,7 @@ async fn one_list_read_answers_every_task_of_a_node() {
     let machine = |i: usize| ObjectRef::new(&format!("m{i}")).within("default");
     let (board, mut wakes) = NodeTasks::new();
     let api = inst.api.as_ref();
-    let id = inst.identity.as_str();
+    let id = &inst.identity;
     w.pve("dc-a").reset_calls();
 
     // All three polls due now, tasks running: one list read answers all.

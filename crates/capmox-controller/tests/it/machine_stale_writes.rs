@@ -12,7 +12,7 @@ use std::sync::Arc;
 use capmox_controller::api::{ProxmoxMachine, ProxmoxMachineSpec};
 use capmox_controller::error::Error;
 use capmox_controller::machine::reconcile::reconcile_once;
-use capmox_controller::machine::status::FINALIZER;
+use capmox_controller::machine::report::FINALIZER;
 use kube::api::{Patch, PatchParams};
 use support::*;
 
@@ -100,7 +100,10 @@ async fn a_stale_vmid_write_is_refused_before_any_clone() {
         calls.by_endpoint
     );
     assert_eq!(
-        w.runtime().vmids.holder("dc-a", 100),
+        w.runtime().vmids.holder(
+            &capmox_controller::clients::Identity::new("cluster:dc-a"),
+            100
+        ),
         None,
         "the VMID reserved for the refused write is released"
     );

@@ -4,6 +4,7 @@ use super::*;
 use crate::api::validation::{cluster_warnings, validate_cluster};
 use crate::api::{ClusterSettings, InstanceSpec, SecretRef};
 use crate::capi::core::Endpoint;
+use crate::reasons::Reason;
 
 fn ts(secs: i64) -> Timestamp {
     Timestamp::from_second(secs).unwrap()
@@ -117,7 +118,7 @@ fn provisioned(st: &ProxmoxClusterStatus) -> bool {
 }
 
 fn reasons(d: &Decision) -> Vec<&str> {
-    d.events.iter().map(|e| e.reason).collect()
+    d.events.iter().map(|e| e.reason.code()).collect()
 }
 
 #[test]
@@ -164,15 +165,15 @@ fn multi_all_healthy_publishes_every_instance() {
         ]
     );
     assert_eq!(
-        d.events[0].message,
+        d.events[0].reason.message(),
         "instance dc-a ready (Proxmox VE 8.4.1, nodes: a1, a2)"
     );
     assert_eq!(
-        d.events[3].message,
+        d.events[3].reason.message(),
         "failure domains: dc-a, dc-b, dc-c (was: none)"
     );
     assert_eq!(
-        d.events[4].message,
+        d.events[4].reason.message(),
         "infrastructure provisioned; failure domains: dc-a, dc-b, dc-c"
     );
 }
@@ -228,12 +229,17 @@ fn multi_broken_instance_disappears_and_comes_back() {
     assert_eq!(
         d.events,
         vec![
-            Note::warning("InstanceUnavailable", format!("instance dc-b: {M401}")),
-            Note::warning("InstanceUnavailable", format!("instance dc-c: {MNET}")),
-            Note::normal(
-                "FailureDomainsChanged",
-                "failure domains: dc-a (was: dc-a, dc-b, dc-c)"
-            ),
+            Note::warning(Reason::InstanceUnavailable(format!(
+                "instance dc-b: {M401}"
+            )))
+            .about("dc-b"),
+            Note::warning(Reason::InstanceUnavailable(format!(
+                "instance dc-c: {MNET}"
+            )))
+            .about("dc-c"),
+            Note::normal(Reason::FailureDomainsChanged(
+                "failure domains: dc-a (was: dc-a, dc-b, dc-c)".to_string()
+            )),
         ]
     );
     // Ready stayed True: its transition time did not move; CredentialsReady's did.
@@ -404,10 +410,13 @@ fn single_instance_picks_first_healthy_control_plane_instance() {
     assert_eq!(st.instances.len(), 3);
     assert!(provisioned(st));
     assert_eq!(cond(st, READY).1, "Degraded");
-    assert!(d.events.contains(&Note::normal(
-        "InstanceSelected",
-        "SingleInstance mode: every machine of this cluster goes to instance dc-b"
-    )));
+    assert!(
+        d.events
+            .contains(&Note::normal(Reason::SingleInstanceSelected(
+                "SingleInstance mode: every machine of this cluster goes to instance dc-b"
+                    .to_string()
+            )))
+    );
     // Only a non-control-plane instance healthy: it is chosen.
     let d = Case::new(
         spec(ClusterMode::SingleInstance),

@@ -2,17 +2,29 @@
 //! would observe and asserts the one step an operator would expect.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
+use k8s_openapi::jiff::Timestamp;
+use pve_client::{ConflictKind, Missing, TaskFailureKind};
 use serde_json::Value;
 
 use super::*;
 use crate::api::machine::{DiskSize as SpecDisk, Disks, ProxmoxMachineSpec};
+use crate::machine::plan::template::TemplateVm;
+use crate::machine::vm::marker::Marker;
+use crate::machine::vm::vmconfig;
+use crate::pve::{NodeName, VmConfig};
+use crate::reasons::Reason;
 
 const UID: &str = "3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f";
 const ISO: &str = "capmox-131-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f.iso";
 
 fn marker() -> Marker {
     Marker::new("wl1", "m1", UID)
+}
+
+fn node(n: &str) -> NodeName {
+    NodeName::new(n).unwrap()
 }
 
 fn config(extra: &[(&str, &str)]) -> VmConfig {
@@ -28,6 +40,7 @@ fn config(extra: &[(&str, &str)]) -> VmConfig {
         ("scsi0", "ceph:vm-131-disk-0,size=20G"),
         ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"),
         ("tags", "capmox;capmox-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f"),
+        ("smbios1", "uuid=0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6"),
         ("digest", "abc"),
     ]
     .into_iter()
@@ -44,14 +57,20 @@ fn configured() -> VmConfig {
     config(&[("ide0", &format!("cephfs:iso/{ISO},media=cdrom"))])
 }
 
-fn view(config: Option<VmConfig>, running: Option<bool>) -> VmView {
+fn view(config: Option<VmConfig>, power: Power) -> VmView {
     VmView {
-        node: "pve-a1".into(),
-        running,
+        node: node("pve-a1"),
+        power,
+        power_source: PowerSource::Live,
         lock: None,
-        template: false,
-        tags: Tags::parse("capmox").unwrap(),
         config,
+    }
+}
+
+fn media() -> MediaVolume {
+    MediaVolume {
+        node: node("pve-a1"),
+        volid: format!("cephfs:iso/{ISO}"),
     }
 }
 
@@ -61,535 +80,603 @@ fn v4() -> ClaimedAddress {
         address: "10.10.0.20".parse().unwrap(),
         prefix: 24,
         gateway: Some("10.10.0.1".parse().unwrap()),
+        metric: None,
     }
 }
 
-fn spec() -> ProxmoxMachineSpec {
-    ProxmoxMachineSpec::default()
+fn plan() -> Plan {
+    Plan {
+        node: node("pve-a1"),
+        template: TemplateVm {
+            vmid: 9000,
+            node: "pve-a1".into(),
+            name: None,
+            tags: Default::default(),
+            template: true,
+        },
+        memory: 2 << 30,
+    }
 }
 
-/// A machine ready to be cloned: every precondition met, instance chosen,
-/// claims bound, nothing observed about the VM yet.
+/// A machine ready to be planned: every precondition met, instance chosen,
+/// client ready, claims bound, nothing observed about the VM yet.
 fn base() -> Facts {
-    let s = spec();
+    let spec = ProxmoxMachineSpec::default();
     Facts {
+        name: "m1".into(),
+        marker: marker(),
         deleting: false,
         has_finalizer: true,
+        instance: Some("dc-a".into()),
+        vmid: None,
+        vmid_reserved: false,
+        vmid_range: (100, 999_999_999),
+        provisioned: false,
+        task_recorded: false,
+        media_recorded: None,
+        iso_file: None,
+        media_uploaded: false,
+        desired: vmconfig::desired(&spec, "m1", &marker(), Some("vmbr0"))
+            .map_err(|e| e.to_string()),
+        disks: None,
+        skip_agent: false,
+        check_bootstrap: true,
         paused: false,
-        spec_errors: None,
+        spec_problems: None,
         owner: Owner::Present {
-            bootstrap_ready: true,
+            bootstrap: BootstrapData::Ready,
         },
         cluster: ClusterFact::Present {
             infra_provisioned: true,
         },
-        instance: Some("dc-a".into()),
-        vmid: None,
-        provisioned: false,
+        placement: None,
+        client: Some(ClientFact::Ready),
         task: None,
         vm: None,
         claims: Some(ClaimsFact::Bound(vec![v4()])),
-        claim_objects: Some((1, 0)),
+        claim_objects: None,
         agent: None,
-        name: "m1".into(),
-        marker: marker(),
-        desired: vmconfig::desired(&s, "m1", &marker(), None).map_err(|e| e.to_string()),
-        disks: s.disks.clone(),
-        iso_file: Some(ISO.into()),
-        iso_uploaded: false,
-        skip_agent: false,
-        check_bootstrap: false,
-        bootstrap_format_error: None,
         bootstrap: None,
-        last_success: None,
+        duplicates: None,
+        media_found: None,
+        plan: None,
+        in_line: None,
+        gates: Vec::new(),
     }
 }
 
-fn with_vm(mut f: Facts, v: VmFact) -> Facts {
+/// `base` with VMID 131 recorded and the VM observed as `vm`.
+fn at(vm: VmFact) -> Facts {
+    let mut f = base();
     f.vmid = Some(131);
-    f.vm = Some(v);
+    f.iso_file = Some(ISO.into());
+    f.vm = Some(vm);
     f
 }
 
-fn reason(step: &Step) -> &'static str {
-    match step {
-        Step::Wait(w) => w.reason,
+fn reason(s: &Step) -> &'static str {
+    match s {
+        Step::Wait(w) => w.reason.code(),
         other => panic!("expected a wait, got {other:?}"),
     }
 }
 
+fn until(s: &Step) -> Until {
+    match s {
+        Step::Wait(w) => w.until,
+        other => panic!("expected a wait, got {other:?}"),
+    }
+}
+
+fn gate(step: StepKind, class: &'static str, reason: Reason, remaining: Duration) -> Gate {
+    Gate {
+        step,
+        class,
+        reason,
+        attempts: 2,
+        remaining,
+        due_at: Timestamp::from_second(1_800_000_000).unwrap(),
+        fresh: false,
+    }
+}
+
 #[test]
-fn preconditions_in_order() {
+fn preconditions_come_first_and_make_no_proxmox_call() {
     let mut f = base();
     f.paused = true;
     assert_eq!(reason(&decide(&f)), "Paused");
-    f.paused = false;
+    let mut f = base();
     f.owner = Owner::Missing;
     assert_eq!(reason(&decide(&f)), "WaitingForOwner");
-    f.owner = Owner::Present {
-        bootstrap_ready: true,
-    };
+    let mut f = base();
     f.cluster = ClusterFact::Missing;
     assert_eq!(reason(&decide(&f)), "WaitingForCluster");
     f.cluster = ClusterFact::NoInfraCluster;
     assert_eq!(reason(&decide(&f)), "WaitingForClusterInfrastructure");
-    f.cluster = ClusterFact::Present {
-        infra_provisioned: true,
-    };
+    let mut f = base();
     f.has_finalizer = false;
     assert_eq!(decide(&f), Step::AddFinalizer);
-    f.has_finalizer = true;
-    f.spec_errors =
-        Some("spec.network.networkDevices[0].vlan: VLAN tag 0 is outside 1..4094".into());
+    let mut f = base();
+    f.spec_problems = Some("spec.memoryMiB: must be at least 16".into());
     let s = decide(&f);
     assert_eq!(reason(&s), "InvalidSpec");
-    assert!(matches!(&s, Step::Wait(w) if w.until == Until::Change && w.message.contains("vlan")));
-    f.spec_errors = None;
+    assert_eq!(until(&s), Until::Change);
+    let mut f = base();
     f.cluster = ClusterFact::Present {
         infra_provisioned: false,
     };
     assert_eq!(reason(&decide(&f)), "WaitingForClusterInfrastructure");
-    f.cluster = ClusterFact::Present {
-        infra_provisioned: true,
-    };
+    let mut f = base();
     f.owner = Owner::Present {
-        bootstrap_ready: false,
+        bootstrap: BootstrapData::Missing("waiting for the bootstrap data Secret".into()),
     };
     assert_eq!(reason(&decide(&f)), "WaitingForBootstrapData");
     f.owner = Owner::Present {
-        bootstrap_ready: true,
+        bootstrap: BootstrapData::Unsupported(crate::cloudinit::FormatError::Unknown(
+            "yaml".into(),
+        )),
     };
-    f.instance = None;
-    assert_eq!(decide(&f), Step::ChooseInstance);
+    let s = decide(&f);
+    assert_eq!(reason(&s), "UnsupportedBootstrapFormat");
+    assert_eq!(until(&s), Until::Change);
 }
 
 #[test]
-fn claims_come_before_the_clone() {
+fn instance_then_client_then_claims_then_plan() {
+    let mut f = base();
+    f.instance = None;
+    assert_eq!(decide(&f), Step::ChooseInstance);
+    let mut f = base();
+    f.client = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::Client));
+    // A missing credentials Secret is not an unreachable instance.
+    f.client = Some(ClientFact::Broken(Reason::CredentialsNotReady {
+        instance: "dc-a".into(),
+        detail: "Secret wl1/pve-a not found".into(),
+    }));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "CredentialsNotReady");
+    assert_eq!(until(&s), Until::Change);
+    f.client = Some(ClientFact::Broken(Reason::InstanceUnreachable {
+        instance: "dc-a".into(),
+        detail: "connection refused".into(),
+    }));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "InstanceUnreachable");
+    assert_eq!(until(&s), Until::Backoff);
     let mut f = base();
     f.claims = None;
-    assert_eq!(decide(&f), Step::ObserveClaims);
+    assert_eq!(decide(&f), Step::Observe(Observe::Claims));
     f.claims = Some(ClaimsFact::Missing);
     assert_eq!(decide(&f), Step::EnsureClaims);
-    f.claims = Some(ClaimsFact::NoPool(
-        "the ProxmoxCluster has not recorded an ipv4 pool for instance dc-a".into(),
-    ));
+    f.claims = Some(ClaimsFact::NoPool("waiting for the pool".into()));
     assert_eq!(reason(&decide(&f)), "WaitingForIPAddresses");
-    // Pending claims do not hold the clone back...
+    // Pending claims do not hold the clone back (the IPAM provider works meanwhile).
     f.claims = Some(ClaimsFact::Pending {
-        pools: "wl1-dc-a-ipv4".into(),
+        pools: "InClusterIPPool wl1-dc-a-ipv4".into(),
         exhausted: false,
         message: String::new(),
     });
+    assert_eq!(decide(&f), Step::Plan);
+    f.plan = Some(plan());
+    assert_eq!(decide(&f), Step::ReserveVmid);
+}
+
+#[test]
+fn the_clone_needs_an_absent_vm_a_plan_and_a_slot() {
+    let f = at(VmFact::Absent);
+    assert_eq!(decide(&f), Step::Plan);
+    let mut f = at(VmFact::Absent);
+    f.plan = Some(plan());
     assert_eq!(decide(&f), Step::Clone);
-    // ...but nothing is uploaded or started without the addresses (B15).
-    let mut g = with_vm(f, VmFact::Ours(view(Some(config(&[])), Some(false))));
-    assert_eq!(reason(&decide(&g)), "WaitingForIPAddresses");
-    g.claims = Some(ClaimsFact::Pending {
-        pools: "wl1-dc-a-ipv4".into(),
+    f.in_line = Some(InLine {
+        template: 9000,
+        running: 8,
+        ahead: 3,
+    });
+    let s = decide(&f);
+    assert_eq!(reason(&s), "WaitingForCloneSlot");
+    assert_eq!(until(&s), Until::Slot);
+    // Before the VM is observed, nothing is cloned.
+    let mut f = base();
+    f.vmid = Some(131);
+    f.plan = Some(plan());
+    assert_eq!(decide(&f), Step::Observe(Observe::Vm));
+    // A VM being made at our VMID without an owner yet is waited for.
+    let f = at(VmFact::Busy("lock clone".into()));
+    assert_eq!(reason(&decide(&f)), "Cloning");
+}
+
+#[test]
+fn a_recorded_vmid_that_cannot_be_ours_stops_the_machine() {
+    // Outside Proxmox's range: not looked up, not "absent", never cloned.
+    let mut f = base();
+    f.vmid = Some(42);
+    f.plan = Some(plan());
+    let s = decide(&f);
+    assert_eq!(reason(&s), "InvalidVMID");
+    assert_eq!(until(&s), Until::Change);
+    match &s {
+        Step::Wait(w) => assert!(
+            w.reason
+                .message()
+                .starts_with("spec.virtualMachineID 42 cannot be this machine's VM: it is outside Proxmox's VMID range 100-999999999"),
+            "{}",
+            w.reason.message()
+        ),
+        _ => unreachable!(),
+    }
+    // Outside the machine's range, and nothing there: not cloned.
+    let mut f = at(VmFact::Absent);
+    f.plan = Some(plan());
+    f.vmid_range = (1000, 1999);
+    assert_eq!(reason(&decide(&f)), "InvalidVMID");
+    // A template.
+    let f = at(VmFact::Template(
+        "VM 131 is a template (name ubuntu)".into(),
+    ));
+    assert_eq!(reason(&decide(&f)), "InvalidVMID");
+    // A VM without our marker.
+    let f = at(VmFact::Foreign("VM 131 carries no capmox marker".into()));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "InvalidVMID");
+    assert_eq!(until(&s), Until::Change);
+    // ...unless our own clone into it was refused because it exists: we
+    // lost the race for the VMID, so another one is reserved.
+    let mut f = at(VmFact::Foreign("VM 131 carries no capmox marker".into()));
+    f.gates.push(gate(
+        StepKind::Clone,
+        "already_exists",
+        Reason::CloneFailed("VM 131 already exists".into()),
+        Duration::ZERO,
+    ));
+    assert_eq!(decide(&f), Step::ReplaceVmid);
+    // ...or the controller reserved it (the annotation says so) and a VM
+    // that is not ours took it before our clone: replaced, never touched.
+    let mut f = at(VmFact::Foreign("VM 131 carries no capmox marker".into()));
+    f.vmid_reserved = true;
+    assert_eq!(decide(&f), Step::ReplaceVmid);
+}
+
+#[test]
+fn a_fresh_clone_gets_its_iso_then_its_config() {
+    let mut f = at(VmFact::Ours(view(None, Power::Stopped)));
+    assert_eq!(decide(&f), Step::Observe(Observe::Config));
+    f.vm = Some(VmFact::Ours(view(Some(config(&[])), Power::Unknown)));
+    assert_eq!(decide(&f), Step::Observe(Observe::Power));
+    f.vm = Some(VmFact::Ours(view(Some(config(&[])), Power::Stopped)));
+    assert_eq!(decide(&f), Step::Observe(Observe::Duplicates));
+    f.duplicates = Some(Some("address 10.10.0.20 is held by wl1/m2".into()));
+    assert_eq!(reason(&decide(&f)), "DuplicateIPAddress");
+    f.duplicates = Some(None);
+    assert_eq!(decide(&f), Step::UploadMedia);
+    // Recorded but not uploaded by us (a crash mid-upload, or an older VM
+    // at this VMID): deleted first, then uploaded fresh.
+    f.media_recorded = Some(media());
+    assert_eq!(decide(&f), Step::DeleteMedia(media()));
+    f.media_uploaded = true;
+    assert_eq!(decide(&f), Step::Configure);
+    // Configured (ISO attached): start.
+    f.vm = Some(VmFact::Ours(view(Some(configured()), Power::Stopped)));
+    assert_eq!(decide(&f), Step::Start);
+    // Waiting for addresses before the config is written is not needed,
+    // but before it is: pending claims hold the config write back.
+    f.claims = Some(ClaimsFact::Pending {
+        pools: "p".into(),
         exhausted: true,
         message: "PoolExhausted".into(),
     });
-    let s = decide(&g);
-    assert_eq!(reason(&s), "IPAddressPoolExhausted");
-    assert!(
-        matches!(&s, Step::Wait(w) if w.message == "waiting for IP addresses from wl1-dc-a-ipv4: PoolExhausted")
-    );
+    assert_eq!(reason(&decide(&f)), "IPAddressPoolExhausted");
 }
 
 #[test]
-fn happy_path_step_by_step() {
-    let f = base();
-    assert_eq!(decide(&f), Step::Clone);
-    let mut f = with_vm(base(), VmFact::Absent);
-    assert_eq!(decide(&f), Step::Clone, "VMID written, VM not there: clone");
-    f.vm = None;
-    assert_eq!(decide(&f), Step::ObserveVm);
-    f.task = Some(TaskFact::Running(Operation::Clone));
-    assert_eq!(reason(&decide(&f)), "Cloning");
-    f.task = Some(TaskFact::Succeeded(Operation::Clone));
-    assert_eq!(decide(&f), Step::ClearTask);
-    f.task = None;
-    f.vm = Some(VmFact::Ours(view(None, None)));
-    assert_eq!(decide(&f), Step::ObserveConfig);
-    f.vm = Some(VmFact::Ours(view(Some(config(&[])), Some(false))));
-    assert_eq!(decide(&f), Step::UploadIso);
-    f.iso_uploaded = true;
-    assert_eq!(decide(&f), Step::Configure);
-    f.vm = Some(VmFact::Ours(view(Some(configured()), Some(false))));
-    assert_eq!(decide(&f), Step::Start);
-    f.last_success = Some(Operation::Start);
-    assert_eq!(
-        decide(&f),
-        Step::ObserveAgent,
-        "the listing may still say stopped"
-    );
-    f.vm = Some(VmFact::Ours(view(Some(configured()), Some(true))));
-    f.last_success = None;
-    f.agent = Some(AgentFact::NotYet("QEMU guest agent is not running".into()));
-    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
-    let devs = vec![DeviceAddresses {
-        net: "net0".into(),
-        ipv4: vec!["10.10.0.20".into()],
-        ipv6: vec![],
-    }];
-    f.agent = Some(AgentFact::Addresses(devs.clone()));
-    assert_eq!(decide(&f), Step::Finish(devs));
-    // A DHCP address instead of the claimed one: not done.
-    f.agent = Some(AgentFact::Addresses(vec![DeviceAddresses {
-        net: "net0".into(),
-        ipv4: vec!["10.10.0.150".into()],
-        ipv6: vec![],
-    }]));
-    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
-    f.provisioned = true;
-    assert_eq!(decide(&f), Step::Done);
-}
-
-#[test]
-fn config_drift_and_disks() {
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(false))));
-    let mut s = spec();
-    s.memory_mib = Some(4096);
-    s.disks = Some(Disks {
+fn disks_grow_before_the_start_and_a_shrink_is_refused() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Stopped)));
+    f.media_uploaded = true;
+    f.disks = Some(Disks {
         boot_volume: Some(SpecDisk {
             disk: "scsi0".into(),
             size_gb: 40,
         }),
-        additional_volumes: vec![],
+        additional_volumes: Vec::new(),
     });
-    f.desired = vmconfig::desired(&s, "m1", &marker(), None).map_err(|e| e.to_string());
-    f.disks = s.disks.clone();
-    // ISO attached but memory differs: configure (no second upload needed).
-    assert_eq!(decide(&f), Step::Configure);
-    let done = config(&[
-        ("ide0", &format!("cephfs:iso/{ISO},media=cdrom")),
-        ("memory", "4096"),
-    ]);
-    f.vm = Some(VmFact::Ours(view(Some(done), Some(false))));
-    match decide(&f) {
-        Step::Resize(r) => {
-            assert_eq!(r.slot.to_string(), "scsi0");
-            assert_eq!(r.size.to_string(), "40G");
-        }
-        other => panic!("{other:?}"),
-    }
-    // Shrink: a condition, no call (B08).
-    s.disks = Some(Disks {
+    assert!(matches!(decide(&f), Step::Resize(r) if r.slot.to_string() == "scsi0"));
+    f.disks = Some(Disks {
         boot_volume: Some(SpecDisk {
             disk: "scsi0".into(),
             size_gb: 10,
         }),
-        additional_volumes: vec![],
+        additional_volumes: Vec::new(),
     });
-    f.disks = s.disks.clone();
-    let w = decide(&f);
-    assert_eq!(reason(&w), "ResizeFailed");
-    assert!(matches!(&w, Step::Wait(x) if x.message == "cannot shrink scsi0 from 20GiB to 10GiB"));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "ResizeFailed");
+    assert_eq!(until(&s), Until::Change);
 }
 
 #[test]
-fn bootstrap_is_confirmed_before_finishing() {
-    let devs = vec![DeviceAddresses {
+fn a_running_vm_waits_for_addresses_and_the_bootstrap_then_is_provisioned() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    assert_eq!(decide(&f), Step::Observe(Observe::Agent));
+    f.agent = Some(AgentFact::NotYet("QEMU guest agent is not running".into()));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "WaitingForAddresses");
+    assert_eq!(until(&s), Until::Boot);
+    let devs = vec![crate::api::machine::DeviceAddresses {
         net: "net0".into(),
         ipv4: vec!["10.10.0.20".into()],
         ipv6: vec![],
     }];
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(true))));
-    f.check_bootstrap = true;
     f.agent = Some(AgentFact::Addresses(devs.clone()));
-    assert_eq!(decide(&f), Step::ObserveBootstrap);
+    assert_eq!(decide(&f), Step::Observe(Observe::Bootstrap));
     f.bootstrap = Some(BootstrapFact::Pending(
-        "waiting for the bootstrap to finish: exit code 1".into(),
+        "not yet".into(),
+        Duration::from_millis(30),
     ));
-    assert_eq!(
-        decide(&f),
-        Step::Wait(Wait {
-            reason: "WaitingForBootstrap",
-            message: "waiting for the bootstrap to finish: exit code 1".into(),
-            until: Until::Poll,
-        })
-    );
-    f.bootstrap = Some(BootstrapFact::Blocked("exec refused".into()));
-    assert_eq!(
-        decide(&f),
-        Step::Wait(Wait {
-            reason: "WaitingForBootstrap",
-            message: "exec refused".into(),
-            until: Until::Backoff,
-        })
-    );
-    f.bootstrap = Some(BootstrapFact::Done);
-    assert_eq!(decide(&f), Step::Finish(devs.clone()));
-    // Addresses first: no check while the agent has not reported them all.
-    f.bootstrap = None;
-    f.agent = Some(AgentFact::NotYet("QEMU guest agent is not running".into()));
-    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
-    // Without the agent there is nothing to ask.
-    f.skip_agent = true;
-    f.check_bootstrap = false;
-    assert_eq!(decide(&f), Step::Finish(devs));
-}
-
-#[test]
-fn undeliverable_bootstrap_formats_are_refused_before_proxmox() {
-    use crate::cloudinit::FormatError;
-    let mut f = base();
-    f.instance = None;
-    f.claims = None;
-    f.bootstrap_format_error = Some(FormatError::IgnitionNotSupported);
-    assert_eq!(
-        decide(&f),
-        Step::Wait(Wait {
-            reason: "UnsupportedBootstrapFormat",
-            message: "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config".into(),
-            until: Until::Refused,
-        })
-    );
-    // Also once a VM exists (the format changed): nothing is uploaded.
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(config(&[])), Some(false))));
-    f.bootstrap_format_error = Some(FormatError::Unknown("yaml".into()));
-    assert_eq!(reason(&decide(&f)), "UnsupportedBootstrapFormat");
-    // A provisioned machine is not affected.
-    f.provisioned = true;
-    assert_eq!(decide(&f), Step::Done);
-    // Preconditions still come first.
-    let mut f = base();
-    f.bootstrap_format_error = Some(FormatError::IgnitionNotSupported);
-    f.has_finalizer = false;
-    assert_eq!(decide(&f), Step::AddFinalizer);
-}
-
-#[test]
-fn skip_agent_uses_claimed_addresses() {
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(true))));
-    f.skip_agent = true;
-    assert_eq!(
-        decide(&f),
-        Step::Finish(vec![DeviceAddresses {
-            net: "net0".into(),
-            ipv4: vec!["10.10.0.20".into()],
-            ipv6: vec![]
-        }])
-    );
-    f.claims = Some(ClaimsFact::NotNeeded);
-    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
-}
-
-#[test]
-fn foreign_vm_at_our_vmid() {
-    // B01: the VMID was taken by another machine's clone: take another.
-    let f = with_vm(base(), VmFact::Foreign("wl2/wl2-md-0-x uid=aaaa".into()));
-    assert_eq!(
-        decide(&f),
-        Step::ReplaceVmid("wl2/wl2-md-0-x uid=aaaa".into())
-    );
-    // Provisioned machine whose VM now carries another marker: never touched.
-    let mut g = f.clone();
-    g.provisioned = true;
-    assert_eq!(
-        decide(&g),
-        Step::Done,
-        "provisioned machines are not re-examined"
-    );
-    g.provisioned = false;
-    g.vm = Some(VmFact::Ours(VmView {
-        template: true,
-        ..view(Some(config(&[])), Some(false))
-    }));
-    assert_eq!(reason(&decide(&g)), "VirtualMachineIsTemplate");
-}
-
-#[test]
-fn clone_failures() {
-    let failed = |kind: TaskFailureKind, msg: &str| {
-        Some(TaskFact::Failed {
-            op: Operation::Clone,
-            kind,
-            message: msg.into(),
-        })
-    };
-    let mut f = with_vm(base(), VmFact::Absent);
-    // B04(a): storage lock timeout — retry with backoff.
-    f.task = failed(
-        TaskFailureKind::LockTimeout,
-        "clone failed: can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout",
-    );
-    f.vm = None;
-    assert_eq!(decide(&f), Step::ObserveVm);
-    f.vm = Some(VmFact::Absent);
     let s = decide(&f);
-    assert_eq!(reason(&s), "CloneFailed");
-    assert!(
-        matches!(&s, Step::Wait(w) if w.until == Until::Backoff && w.message.contains("got timeout"))
-    );
-    // A partial VM of ours is removed before the retry.
-    f.vm = Some(VmFact::Ours(view(Some(config(&[])), Some(false))));
-    assert_eq!(decide(&f), Step::RemovePartial);
-    // B01: "already exists" — ours after all (adopt) or someone else's (new VMID).
-    f.task = failed(
-        TaskFailureKind::Conflict(pve_client::ConflictKind::AlreadyExists),
-        "unable to create VM 131: config file already exists",
-    );
-    assert_eq!(decide(&f), Step::ClearTask);
-    f.vm = Some(VmFact::Foreign("tag capmox-aaaa".into()));
-    assert_eq!(decide(&f), Step::ReplaceVmid("tag capmox-aaaa".into()));
+    assert_eq!(reason(&s), "WaitingForBootstrap");
+    assert_eq!(until(&s), Until::After(Duration::from_millis(30)));
+    f.bootstrap = Some(BootstrapFact::Done);
+    assert_eq!(decide(&f), Step::Provision(devs.clone()));
+    // An address the claim holds but the agent does not report: wait.
+    f.agent = Some(AgentFact::Addresses(Vec::new()));
+    assert_eq!(reason(&decide(&f)), "WaitingForAddresses");
+    // Without the agent, the claimed addresses are reported.
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    f.skip_agent = true;
+    assert!(matches!(decide(&f), Step::Provision(d) if d[0].ipv4 == ["10.10.0.20"]));
 }
 
 #[test]
-fn other_failures_carry_the_exit_status() {
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(false))));
+fn a_vm_stopped_out_of_band_before_provisioning_is_started_again() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    // The agent says the VM is not running: the power state follows.
+    f.apply(Observed::Agent(AgentFact::VmStopped));
+    assert_eq!(decide(&f), Step::Start);
+}
+
+#[test]
+fn tasks_are_awaited_and_their_end_decides() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Stopped)));
+    f.task_recorded = true;
+    assert_eq!(decide(&f), Step::Observe(Observe::Task));
+    f.task = Some(TaskFact::Running(Operation::Start));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "PoweringOn");
+    assert_eq!(until(&s), Until::Task(Operation::Start));
+    f.task = Some(TaskFact::Succeeded(Operation::Start));
+    assert_eq!(
+        decide(&f),
+        Step::ClearTask(TaskEnd::Succeeded(Operation::Start))
+    );
+    // A start of a VM that already runs did what it was for.
+    f.task = Some(TaskFact::Failed {
+        op: Operation::Start,
+        kind: TaskFailureKind::Conflict(ConflictKind::AlreadyRunning),
+        message: "VM 131 already running".into(),
+    });
+    assert_eq!(
+        decide(&f),
+        Step::ClearTask(TaskEnd::Succeeded(Operation::Start))
+    );
+    // Another failure is one, with the task's own message.
     f.task = Some(TaskFact::Failed {
         op: Operation::Configure,
         kind: TaskFailureKind::LockTimeout,
         message: "can't lock file '/var/lock/qemu-server/lock-131.conf' - got timeout".into(),
     });
-    let s = decide(&f);
-    assert_eq!(reason(&s), "ConfigureFailed");
-    assert!(
-        matches!(&s, Step::Wait(w) if w.message == "configure task failed: can't lock file '/var/lock/qemu-server/lock-131.conf' - got timeout")
-    );
-    // WARNINGS is success and never reaches here; "already running" is success too.
-    f.task = Some(TaskFact::Failed {
-        op: Operation::Start,
-        kind: TaskFailureKind::Conflict(pve_client::ConflictKind::AlreadyRunning),
-        message: "VM 131 already running".into(),
-    });
-    assert_eq!(decide(&f), Step::ClearTask);
-    // A lost task (node restarted) means: look at the VM again.
+    match decide(&f) {
+        Step::ClearTask(TaskEnd::Failed { op, reason, .. }) => {
+            assert_eq!(op, Operation::Configure);
+            assert_eq!(reason.code(), "ConfigureFailed");
+            assert_eq!(
+                reason.message(),
+                "configure task failed: can't lock file '/var/lock/qemu-server/lock-131.conf' - got timeout"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
     f.task = Some(TaskFact::Lost(Operation::Start));
-    assert_eq!(decide(&f), Step::ClearTask);
+    assert_eq!(decide(&f), Step::ClearTask(TaskEnd::Lost(Operation::Start)));
+    f.task = Some(TaskFact::Unreadable(Reason::InstanceUnreachable {
+        instance: "dc-a".into(),
+        detail: "timeout".into(),
+    }));
+    assert_eq!(until(&decide(&f)), Until::Backoff);
 }
 
 #[test]
-fn locked_vm_waits() {
-    let mut v = view(Some(config(&[])), Some(false));
-    v.lock = Some(VmLock::Clone);
-    let f = with_vm(base(), VmFact::Ours(v));
-    assert_eq!(reason(&decide(&f)), "Cloning");
-    let mut v = view(Some(config(&[])), Some(false));
-    v.lock = Some(VmLock::Backup);
-    let f = with_vm(base(), VmFact::Ours(v));
-    assert_eq!(reason(&decide(&f)), "VirtualMachineLocked");
+fn a_failed_step_waits_for_its_retry_and_only_then_runs_again() {
+    let failed = Reason::CloneFailed("clone task failed: got timeout".into());
+    let mut f = at(VmFact::Absent);
+    f.plan = Some(plan());
+    f.gates.push(gate(
+        StepKind::Clone,
+        "lock_timeout",
+        failed.clone(),
+        Duration::from_secs(4),
+    ));
+    match decide(&f) {
+        Step::Wait(w) => {
+            assert_eq!(w.reason, failed);
+            assert_eq!(w.until, Until::Retry(Duration::from_secs(4)));
+            assert_eq!(w.retry.as_ref().map(|r| r.attempts), Some(2));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Due: the step runs.
+    f.gates[0].remaining = Duration::ZERO;
+    assert_eq!(decide(&f), Step::Clone);
+    // Failed in this reconcile: not again in it, however short the delay.
+    f.gates[0].fresh = true;
+    assert!(matches!(decide(&f), Step::Wait(_)));
+    // A terminal failure waits for a change.
+    let mut f = at(VmFact::Absent);
+    f.plan = Some(plan());
+    f.gates.push(gate(
+        StepKind::Clone,
+        "invalid_spec",
+        Reason::InvalidSpec("spec.storage: invalid".into()),
+        Duration::ZERO,
+    ));
+    assert_eq!(until(&decide(&f)), Until::Change);
+    // A partial VM of ours left by a failed clone is removed first.
+    let mut f = at(VmFact::Ours(view(Some(config(&[])), Power::Stopped)));
+    f.gates
+        .push(gate(StepKind::Clone, "other", failed, Duration::ZERO));
+    assert_eq!(decide(&f), Step::RemovePartial);
 }
 
 #[test]
-fn unreachable_instance_is_a_condition() {
-    let f = with_vm(
-        base(),
-        VmFact::Unreachable("dc-b: connection refused".into()),
-    );
-    let s = decide(&f);
-    assert_eq!(reason(&s), "InstanceUnreachable");
-    assert!(matches!(&s, Step::Wait(w) if w.until == Until::Backoff));
-}
-
-#[test]
-fn iso_cleanup_after_provisioning() {
-    let mut f = with_vm(base(), VmFact::Ours(view(Some(configured()), Some(true))));
+fn a_provisioned_machine_cleans_its_iso_then_is_watched() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
     f.provisioned = true;
-    f.task = Some(TaskFact::Running(Operation::DeleteVolume));
-    assert_eq!(reason(&decide(&f)), "CleaningUpBootstrapData");
-    f.task = Some(TaskFact::Failed {
-        op: Operation::DeleteVolume,
-        kind: TaskFailureKind::Other,
-        message: "x".into(),
-    });
-    assert_eq!(decide(&f), Step::DeleteIso);
-    f.task = Some(TaskFact::Failed {
-        op: Operation::DeleteVolume,
-        kind: TaskFailureKind::NotFound(pve_client::Missing::Volume),
-        message: "volume does not exist".into(),
-    });
-    assert_eq!(decide(&f), Step::ClearTask);
+    f.media_recorded = Some(media());
+    assert_eq!(decide(&f), Step::Eject);
+    f.vm = Some(VmFact::Ours(view(Some(config(&[])), Power::Running)));
+    assert_eq!(decide(&f), Step::DeleteMedia(media()));
+    // The delete failed: retried at its time, never forgotten.
+    f.gates.push(gate(
+        StepKind::DeleteMedia,
+        "pve_transient",
+        Reason::MediaDeletionFailed("service unavailable".into()),
+        Duration::from_secs(2),
+    ));
+    assert_eq!(until(&decide(&f)), Until::Retry(Duration::from_secs(2)));
+    f.gates.clear();
+    f.media_recorded = None;
+    assert_eq!(decide(&f), Step::Done);
+    // Stopped outside the provider after provisioning: reported, not restarted.
+    f.vm = Some(VmFact::Ours(VmView {
+        power_source: PowerSource::Listing,
+        ..view(None, Power::Stopped)
+    }));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "VirtualMachineStopped");
+    assert_eq!(until(&s), Until::Steady);
+    f.vm = Some(VmFact::Absent);
+    assert_eq!(reason(&decide(&f)), "VirtualMachineNotFound");
+    f.vm = Some(VmFact::Foreign("wl2/m1 uid=…".into()));
+    assert_eq!(reason(&decide(&f)), "VirtualMachineNotOurs");
+    // Gone while its ISO is recorded: the ISO is deleted first.
+    f.vm = Some(VmFact::Absent);
+    f.media_recorded = Some(media());
+    assert_eq!(decide(&f), Step::DeleteMedia(media()));
 }
 
-fn deleting(mut f: Facts) -> Facts {
+fn deleting(vm: VmFact) -> Facts {
+    let mut f = at(vm);
     f.deleting = true;
+    f.provisioned = true;
     f
 }
 
 #[test]
-fn deletion_sequence() {
-    // B21: stop, wait, destroy, wait, confirm gone, then ISO, claims, finalizer.
-    let mut f = deleting(with_vm(base(), VmFact::Ours(view(None, Some(true)))));
+fn deletion_destroys_our_vm_then_its_iso_then_releases_claims() {
+    let mut f = deleting(VmFact::Ours(VmView {
+        power_source: PowerSource::Listing,
+        ..view(None, Power::Running)
+    }));
     assert_eq!(decide(&f), Step::Shutdown);
-    f.task = Some(TaskFact::Running(Operation::Shutdown));
+    // A graceful shutdown that failed is not repeated: stop hard.
+    f.gates.push(gate(
+        StepKind::Shutdown,
+        "other",
+        Reason::DeletionFailed("shutdown failed".into()),
+        Duration::ZERO,
+    ));
+    assert_eq!(decide(&f), Step::Stop);
+    f.vm = Some(VmFact::Ours(view(None, Power::Stopped)));
+    assert_eq!(decide(&f), Step::Destroy);
+    f.vm = Some(VmFact::Ours(VmView {
+        lock: Some(pve_client::VmLock::Backup),
+        ..view(None, Power::Stopped)
+    }));
     assert_eq!(reason(&decide(&f)), "Deleting");
-    f.task = Some(TaskFact::Failed {
-        op: Operation::Shutdown,
-        kind: TaskFailureKind::Other,
-        message: "VM quit/powerdown failed - got timeout".into(),
-    });
-    assert_eq!(decide(&f), Step::Stop);
-    f.task = Some(TaskFact::Succeeded(Operation::Stop));
-    assert_eq!(decide(&f), Step::ClearTask);
-    f.task = None;
-    f.last_success = Some(Operation::Stop);
-    assert_eq!(
-        decide(&f),
-        Step::Destroy,
-        "the listing may still say running"
-    );
-    f.task = Some(TaskFact::Failed {
-        op: Operation::Destroy,
-        kind: TaskFailureKind::Conflict(pve_client::ConflictKind::VmRunning),
-        message: "VM 131 is running - destroy failed".into(),
-    });
-    assert_eq!(decide(&f), Step::Stop);
-    f.task = None;
-    f.last_success = None;
+    // Gone: the recorded ISO, then the sweep, then the claims.
     f.vm = Some(VmFact::Absent);
-    assert_eq!(decide(&f), Step::DeleteIso);
-    f.last_success = Some(Operation::DeleteVolume);
+    f.media_recorded = Some(media());
+    assert_eq!(decide(&f), Step::DeleteMedia(media()));
+    f.media_recorded = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::Media));
+    let stray = MediaVolume {
+        node: node("pve-a3"),
+        volid: format!("local:iso/capmox-99-{UID}.iso"),
+    };
+    f.media_found = Some(vec![stray.clone()]);
+    assert_eq!(decide(&f), Step::DeleteMedia(stray));
+    f.media_found = Some(Vec::new());
+    assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    f.claim_objects = Some(ClaimObjects {
+        total: 1,
+        deleting: 0,
+    });
     assert_eq!(decide(&f), Step::ReleaseClaims);
-    f.claim_objects = Some((1, 1));
+    f.claim_objects = Some(ClaimObjects {
+        total: 1,
+        deleting: 1,
+    });
     assert_eq!(reason(&decide(&f)), "Deleting");
-    f.claim_objects = Some((0, 0));
+    f.claim_objects = Some(ClaimObjects {
+        total: 0,
+        deleting: 0,
+    });
     assert_eq!(decide(&f), Step::RemoveFinalizer);
+    f.has_finalizer = false;
+    assert_eq!(decide(&f), Step::Done);
 }
 
 #[test]
-fn deletion_edge_cases() {
-    // Stopped VM: destroy directly.
-    let f = deleting(with_vm(base(), VmFact::Ours(view(None, Some(false)))));
-    assert_eq!(decide(&f), Step::Destroy);
-    // Never cloned: only claims and finalizer.
-    let mut f = deleting(base());
-    assert_eq!(decide(&f), Step::ReleaseClaims);
-    f.claim_objects = None;
-    assert_eq!(decide(&f), Step::ObserveClaims);
-    // Foreign VM at our VMID: never touched; our cleanup goes on.
-    let mut f = deleting(with_vm(base(), VmFact::Foreign("tag capmox-aaaa".into())));
-    f.provisioned = true;
-    assert_eq!(decide(&f), Step::ReleaseClaims);
-    // Unreachable instance: condition and retry, never a silent hang.
-    let f = deleting(with_vm(
-        base(),
-        VmFact::Unreachable("connection refused".into()),
-    ));
+fn deletion_never_touches_a_vm_that_is_not_ours_and_says_when_it_cannot_ask() {
+    let mut f = deleting(VmFact::Foreign("VM 131 carries no capmox marker".into()));
+    f.media_found = Some(Vec::new());
+    assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    let mut f = deleting(VmFact::Template("VM 131 is a template".into()));
+    f.media_found = Some(Vec::new());
+    assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    let f = deleting(VmFact::Unreachable(Reason::InstanceUnreachable {
+        instance: "dc-a".into(),
+        detail: "connection refused".into(),
+    }));
     let s = decide(&f);
     assert_eq!(reason(&s), "DeletionFailed");
-    assert!(
-        matches!(&s, Step::Wait(w) if w.message == "cannot delete VM 131 in instance dc-a: connection refused" && w.until == Until::Backoff)
+    assert_eq!(until(&s), Until::Backoff);
+    // Never placed, never cloned: only the claims.
+    let mut f = deleting(VmFact::Absent);
+    f.instance = None;
+    f.vmid = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    // A task running is awaited; a destroy of what is gone succeeded.
+    let mut f = deleting(VmFact::Ours(view(None, Power::Stopped)));
+    f.task_recorded = true;
+    f.task = Some(TaskFact::Failed {
+        op: Operation::Destroy,
+        kind: TaskFailureKind::NotFound(Missing::Vm),
+        message: "does not exist".into(),
+    });
+    assert_eq!(
+        decide(&f),
+        Step::ClearTask(TaskEnd::Succeeded(Operation::Destroy))
     );
-    // Locked (backup): wait, never unlock (B21).
-    let mut v = view(None, Some(true));
-    v.lock = Some(VmLock::Backup);
-    let f = deleting(with_vm(base(), VmFact::Ours(v)));
-    assert!(
-        matches!(decide(&f), Step::Wait(w) if w.message == "VM 131 is locked (backup); waiting before deleting it")
-    );
-    // Paused: nothing at all, even when deleting.
-    let mut f = deleting(with_vm(base(), VmFact::Ours(view(None, Some(true)))));
-    f.paused = true;
-    assert_eq!(reason(&decide(&f)), "Paused");
-    // Preconditions never block deletion.
-    let mut f = deleting(with_vm(base(), VmFact::Absent));
-    f.owner = Owner::Missing;
-    f.cluster = ClusterFact::Missing;
-    f.provisioned = true;
-    assert_eq!(decide(&f), Step::ReleaseClaims);
-    // Without our finalizer there is nothing to do.
-    f.has_finalizer = false;
-    assert_eq!(decide(&f), Step::Done);
+}
+
+#[test]
+fn facts_follow_what_steps_report() {
+    let mut f = at(VmFact::Ours(view(Some(config(&[])), Power::Stopped)));
+    f.apply(Observed::All(vec![
+        Observed::MediaRecorded(media()),
+        Observed::TaskStarted(Operation::Upload),
+    ]));
+    assert_eq!(f.media_recorded, Some(media()));
+    assert_eq!(f.task, Some(TaskFact::Running(Operation::Upload)));
+    f.apply(Observed::All(vec![
+        Observed::TaskCleared(TaskEnd::Succeeded(Operation::Upload)),
+        Observed::MediaUploaded,
+    ]));
+    assert!(f.media_uploaded && f.task.is_none() && !f.task_recorded);
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(Operation::Start)));
+    assert!(matches!(&f.vm, Some(VmFact::Ours(v)) if v.power == Power::Running));
+    f.apply(Observed::MediaDeleted(media().volid));
+    assert_eq!(f.media_recorded, None);
+    f.apply(Observed::VmidReplaced);
+    assert_eq!((f.vmid, f.vm.clone(), f.plan.clone()), (None, None, None));
 }

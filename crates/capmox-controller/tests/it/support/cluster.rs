@@ -39,6 +39,9 @@ pub struct Env {
     pub kube_sim: KubeSim,
     pub kube: kube::Client,
     pub pve: Simulator,
+    /// Shutdown handles of the contexts made by [`Env::context`]: their
+    /// watches run as long as the world.
+    handles: std::sync::Mutex<Vec<ShutdownHandle>>,
 }
 
 fn crd_dir() -> PathBuf {
@@ -110,6 +113,7 @@ impl Env {
             kube_sim,
             kube,
             pve,
+            handles: std::sync::Mutex::new(Vec::new()),
         }
     }
 
@@ -130,8 +134,13 @@ impl Env {
 
     /// A reconcile context; `probe_period` tiny makes every reconcile probe again.
     pub fn context(&self, probe_period: Duration) -> Arc<ClusterContext> {
-        let (shared, _) = self.shared(options(probe_period));
-        Arc::new(ClusterContext::new(shared))
+        let (shared, handle) = self.shared(options(probe_period));
+        let stores = super::watched_stores(&shared);
+        self.handles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(handle);
+        Arc::new(ClusterContext::new(shared, stores))
     }
 
     /// Credentials key/values of a simulated cluster (url, token, secret, root_ca).

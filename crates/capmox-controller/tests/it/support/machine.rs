@@ -129,7 +129,7 @@ pub async fn world_with(opts: WorldOptions) -> World {
     let ctx = Arc::new(Context {
         shared: shared.clone(),
         runtime,
-        stores: None,
+        stores: super::watched_stores(&shared),
     });
     World {
         kube,
@@ -504,7 +504,7 @@ impl World {
                 &self.shared.options,
                 MachineOptions::default(),
             )),
-            stores: None,
+            stores: self.ctx.stores.clone(),
         })
     }
 
@@ -750,6 +750,19 @@ pub fn condition(m: &ProxmoxMachine, type_: &str) -> Option<(String, String, Str
         .iter()
         .find(|c| c.type_ == type_)
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+/// A failed step's message without its retry suffix (`; attempt N failed;
+/// next attempt at T`); panics when the suffix is missing.
+pub fn without_retry(message: &str) -> &str {
+    let (head, tail) = message
+        .rsplit_once("; attempt ")
+        .unwrap_or_else(|| panic!("no retry in {message:?}"));
+    assert!(
+        tail.contains(" failed; next attempt at "),
+        "retry suffix: {tail:?}"
+    );
+    head
 }
 
 /// The reason of `VirtualMachineProvisioned`.

@@ -19,6 +19,7 @@
 //! VM yet; the error says which and why.
 
 use crate::api::cluster::ClusterMode;
+use crate::reasons::Selected;
 
 /// One instance as placement sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,28 +60,17 @@ pub struct Input {
     pub has_vm: bool,
 }
 
-/// Why the instance was chosen.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reason {
-    /// `spec.instance` was set.
-    Pinned,
-    /// The owner Machine's failure domain.
-    FailureDomain,
-    /// The mode's policy.
-    Policy,
-}
-
 /// The decision.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
     /// The instance.
     pub instance: String,
     /// Why.
-    pub reason: Reason,
+    pub reason: Selected,
 }
 
-/// Why no instance could be chosen. [`PlacementError::reason`] is the
-/// `InstanceSelected` condition reason.
+/// Why no instance could be chosen (the `InstanceSelected` condition's
+/// reason is [`crate::reasons::Reason::InstanceNotSelected`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
     /// `spec.instance` names no instance of the cluster.
@@ -138,21 +128,6 @@ pub enum PlacementError {
     /// The policy found no healthy eligible instance.
     #[error("no instance is eligible: {0}")]
     NoneEligible(String),
-}
-
-impl PlacementError {
-    /// The CamelCase condition reason.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            PlacementError::UnknownInstance { .. } => "UnknownInstance",
-            PlacementError::FailureDomainMismatch { .. } => "FailureDomainMismatch",
-            PlacementError::UnknownFailureDomain { .. } => "UnknownFailureDomain",
-            PlacementError::NotInUse { .. } => "InstanceNotInUse",
-            PlacementError::NotReady { .. } => "InstanceNotReady",
-            PlacementError::NotForControlPlane { .. } => "InstanceNotForControlPlane",
-            PlacementError::NoneEligible(_) => "NoEligibleInstance",
-        }
-    }
 }
 
 fn names(list: &[&InstanceFacts]) -> String {
@@ -269,7 +244,7 @@ pub fn choose(input: &Input) -> Result<Choice, PlacementError> {
         health(inst, input)?;
         return Ok(Choice {
             instance: pin.clone(),
-            reason: Reason::Pinned,
+            reason: Selected::Pinned,
         });
     }
 
@@ -282,7 +257,7 @@ pub fn choose(input: &Input) -> Result<Choice, PlacementError> {
         health(inst, input)?;
         return Ok(Choice {
             instance: fd.clone(),
-            reason: Reason::FailureDomain,
+            reason: Selected::FailureDomain,
         });
     }
 
@@ -342,7 +317,7 @@ pub fn choose(input: &Input) -> Result<Choice, PlacementError> {
     };
     Ok(Choice {
         instance: choice,
-        reason: Reason::Policy,
+        reason: Selected::Policy,
     })
 }
 
@@ -381,7 +356,7 @@ mod tests {
             inst("dc-c", false, 0, Some(500)),
         ]);
         let c = choose(&input).unwrap();
-        assert_eq!((c.instance.as_str(), c.reason), ("dc-b", Reason::Policy));
+        assert_eq!((c.instance.as_str(), c.reason), ("dc-b", Selected::Policy));
         // Tie on machines: more free memory wins.
         input.instances[0].machines = 1;
         assert_eq!(choose(&input).unwrap().instance, "dc-a");
@@ -428,7 +403,10 @@ mod tests {
             inst("dc-b", false, 0, None),
         ]);
         let e = choose(&input).unwrap_err();
-        assert_eq!(e.reason(), "NoEligibleInstance");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(e.clone()).code(),
+            "NoEligibleInstance"
+        );
         assert_eq!(
             e.to_string(),
             "no instance is eligible: dc-a: not ready (401 authentication failure); dc-b: not ready (401 authentication failure)"
@@ -445,13 +423,19 @@ mod tests {
         let c = choose(&input).unwrap();
         assert_eq!(
             (c.instance.as_str(), c.reason),
-            ("dc-b", Reason::FailureDomain)
+            ("dc-b", Selected::FailureDomain)
         );
         input.failure_domain = Some("dc-x".into());
-        assert_eq!(choose(&input).unwrap_err().reason(), "UnknownFailureDomain");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(choose(&input).unwrap_err().clone()).code(),
+            "UnknownFailureDomain"
+        );
         input.failure_domain = Some("dc-b".into());
         input.instances[1].ready = false;
-        assert_eq!(choose(&input).unwrap_err().reason(), "InstanceNotReady");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(choose(&input).unwrap_err().clone()).code(),
+            "InstanceNotReady"
+        );
     }
 
     #[test]
@@ -461,10 +445,13 @@ mod tests {
             inst("dc-b", true, 0, None),
         ]);
         input.pinned = Some("dc-b".into());
-        assert_eq!(choose(&input).unwrap().reason, Reason::Pinned);
+        assert_eq!(choose(&input).unwrap().reason, Selected::Pinned);
         input.failure_domain = Some("dc-a".into());
         let e = choose(&input).unwrap_err();
-        assert_eq!(e.reason(), "FailureDomainMismatch");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(e.clone()).code(),
+            "FailureDomainMismatch"
+        );
         assert_eq!(
             e.to_string(),
             "spec.instance is \"dc-b\" but the owner Machine's failureDomain is \"dc-a\""
@@ -478,7 +465,10 @@ mod tests {
         // A pin on an unhealthy instance waits — unless the VM exists already.
         input.pinned = Some("dc-b".into());
         input.instances[1].ready = false;
-        assert_eq!(choose(&input).unwrap_err().reason(), "InstanceNotReady");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(choose(&input).unwrap_err().clone()).code(),
+            "InstanceNotReady"
+        );
         input.has_vm = true;
         assert_eq!(choose(&input).unwrap().instance, "dc-b");
     }
@@ -520,6 +510,9 @@ mod tests {
         assert_eq!(choose(&input).unwrap().instance, "dc-b");
         // The selected instance is down: wait, never move.
         input.instances[1].ready = false;
-        assert_eq!(choose(&input).unwrap_err().reason(), "InstanceNotReady");
+        assert_eq!(
+            crate::reasons::Reason::InstanceNotSelected(choose(&input).unwrap_err().clone()).code(),
+            "InstanceNotReady"
+        );
     }
 }

@@ -22,6 +22,14 @@ use std::sync::Mutex;
 
 use crate::api::VmIdRange;
 use crate::api::common::{VMID_MAX, VMID_MIN};
+use crate::clients::Identity;
+
+/// Annotation on a ProxmoxMachine naming the VMID the controller reserved
+/// for it (written with `spec.virtualMachineID`, in one patch): a VMID the
+/// controller reserved and lost to someone else before its clone is
+/// replaced; a VMID a user wrote is never replaced.
+pub const RESERVED_ANNOTATION: &str =
+    "proxmoxmachine.infrastructure.cluster.x-k8s.io/reserved-vmid";
 
 /// Why no VMID could be reserved.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -65,7 +73,7 @@ pub fn effective_range(machine: Option<VmIdRange>, instance: Option<VmIdRange>) 
 /// In-flight VMID reservations of this process, per Proxmox cluster identity.
 #[derive(Debug, Default)]
 pub struct VmidTable {
-    by_identity: Mutex<HashMap<String, BTreeMap<u32, String>>>,
+    by_identity: Mutex<HashMap<Identity, BTreeMap<u32, String>>>,
 }
 
 impl VmidTable {
@@ -74,12 +82,12 @@ impl VmidTable {
         VmidTable::default()
     }
 
-    fn with<R>(&self, identity: &str, f: impl FnOnce(&mut BTreeMap<u32, String>) -> R) -> R {
+    fn with<R>(&self, identity: &Identity, f: impl FnOnce(&mut BTreeMap<u32, String>) -> R) -> R {
         let mut map = self
             .by_identity
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        f(map.entry(identity.to_string()).or_default())
+        f(map.entry(identity.clone()).or_default())
     }
 
     /// Reserves the lowest VMID of `range` that is neither in `taken` (ids
@@ -91,7 +99,7 @@ impl VmidTable {
     /// [`VmidError::Exhausted`] when every id of the range is taken.
     pub fn reserve(
         &self,
-        identity: &str,
+        identity: &Identity,
         range: VmIdRange,
         taken: &BTreeSet<u32>,
         owner: &str,
@@ -133,7 +141,7 @@ impl VmidTable {
     ///
     /// # Errors
     /// [`VmidError::HeldByOther`] when another owner holds it.
-    pub fn hold(&self, identity: &str, vmid: u32, owner: &str) -> Result<(), VmidError> {
+    pub fn hold(&self, identity: &Identity, vmid: u32, owner: &str) -> Result<(), VmidError> {
         self.with(identity, |held| match held.get(&vmid) {
             Some(o) if o != owner => Err(VmidError::HeldByOther {
                 vmid,
@@ -147,7 +155,7 @@ impl VmidTable {
     }
 
     /// Releases `vmid` if `owner` holds it. Returns whether it did.
-    pub fn release(&self, identity: &str, vmid: u32, owner: &str) -> bool {
+    pub fn release(&self, identity: &Identity, vmid: u32, owner: &str) -> bool {
         self.with(identity, |held| {
             if held.get(&vmid).is_some_and(|o| o == owner) {
                 held.remove(&vmid);
@@ -159,7 +167,7 @@ impl VmidTable {
     }
 
     /// Releases every id `owner` holds under `identity`.
-    pub fn release_owner(&self, identity: &str, owner: &str) {
+    pub fn release_owner(&self, identity: &Identity, owner: &str) {
         self.with(identity, |held| held.retain(|_, o| o != owner));
     }
 
@@ -175,12 +183,12 @@ impl VmidTable {
     }
 
     /// Who holds `vmid`, if anyone.
-    pub fn holder(&self, identity: &str, vmid: u32) -> Option<String> {
+    pub fn holder(&self, identity: &Identity, vmid: u32) -> Option<String> {
         self.with(identity, |held| held.get(&vmid).cloned())
     }
 
     /// Number of reservations under `identity`.
-    pub fn len(&self, identity: &str) -> usize {
+    pub fn len(&self, identity: &Identity) -> usize {
         self.with(identity, |held| held.len())
     }
 }
@@ -190,6 +198,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
+    use crate::clients::Identity;
 
     fn r(start: u32, end: u32) -> VmIdRange {
         VmIdRange { start, end }
@@ -203,14 +212,31 @@ mod tests {
     fn lowest_free_skipping_live_and_reserved() {
         let t = VmidTable::new();
         let live = set(&[1000, 1001, 1003]);
-        assert_eq!(t.reserve("dc-a", r(1000, 1999), &live, "u1"), Ok(1002));
-        assert_eq!(t.reserve("dc-a", r(1000, 1999), &live, "u2"), Ok(1004));
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(1000, 1999), &live, "u1"),
+            Ok(1002)
+        );
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(1000, 1999), &live, "u2"),
+            Ok(1004)
+        );
         // Same owner asks again: the same id (idempotent).
-        assert_eq!(t.reserve("dc-a", r(1000, 1999), &live, "u1"), Ok(1002));
-        assert_eq!(t.holder("dc-a", 1004).as_deref(), Some("u2"));
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(1000, 1999), &live, "u1"),
+            Ok(1002)
+        );
+        assert_eq!(
+            t.holder(&Identity::new("dc-a"), 1004).as_deref(),
+            Some("u2")
+        );
         // Another Proxmox cluster has its own VMID space (B03).
         assert_eq!(
-            t.reserve("dc-b", r(1000, 1999), &BTreeSet::new(), "u3"),
+            t.reserve(
+                &Identity::new("dc-b"),
+                r(1000, 1999),
+                &BTreeSet::new(),
+                "u3"
+            ),
             Ok(1000)
         );
     }
@@ -218,20 +244,32 @@ mod tests {
     #[test]
     fn a_held_id_that_became_live_is_not_returned_again() {
         let t = VmidTable::new();
-        assert_eq!(t.reserve("dc-a", r(100, 105), &set(&[]), "u1"), Ok(100));
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(100, 105), &set(&[]), "u1"),
+            Ok(100)
+        );
         // 100 turned out to be taken by someone else (clone: "already exists").
-        assert_eq!(t.reserve("dc-a", r(100, 105), &set(&[100]), "u1"), Ok(101));
-        assert!(t.release("dc-a", 100, "u1"));
-        assert_eq!(t.len("dc-a"), 1);
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(100, 105), &set(&[100]), "u1"),
+            Ok(101)
+        );
+        assert!(t.release(&Identity::new("dc-a"), 100, "u1"));
+        assert_eq!(t.len(&Identity::new("dc-a")), 1);
     }
 
     #[test]
     fn exhaustion_says_why() {
         let t = VmidTable::new();
-        assert_eq!(t.reserve("dc-a", r(100, 102), &set(&[100]), "u1"), Ok(101));
-        assert_eq!(t.reserve("dc-a", r(100, 102), &set(&[100]), "u2"), Ok(102));
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(100, 102), &set(&[100]), "u1"),
+            Ok(101)
+        );
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(100, 102), &set(&[100]), "u2"),
+            Ok(102)
+        );
         let e = t
-            .reserve("dc-a", r(100, 102), &set(&[100]), "u3")
+            .reserve(&Identity::new("dc-a"), r(100, 102), &set(&[100]), "u3")
             .unwrap_err();
         assert_eq!(
             e,
@@ -247,30 +285,42 @@ mod tests {
             "no free VMID in 100-102: 1 live in the Proxmox cluster, 2 reserved by machines being created"
         );
         // Releasing one frees it for the next machine.
-        assert!(t.release("dc-a", 101, "u1"));
-        assert!(!t.release("dc-a", 102, "u1"), "u1 does not hold 102");
-        assert_eq!(t.reserve("dc-a", r(100, 102), &set(&[100]), "u3"), Ok(101));
+        assert!(t.release(&Identity::new("dc-a"), 101, "u1"));
+        assert!(
+            !t.release(&Identity::new("dc-a"), 102, "u1"),
+            "u1 does not hold 102"
+        );
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(100, 102), &set(&[100]), "u3"),
+            Ok(101)
+        );
     }
 
     #[test]
     fn hold_and_release_owner() {
         let t = VmidTable::new();
-        t.hold("dc-a", 500, "u1").unwrap();
-        t.hold("dc-a", 500, "u1").unwrap();
+        t.hold(&Identity::new("dc-a"), 500, "u1").unwrap();
+        t.hold(&Identity::new("dc-a"), 500, "u1").unwrap();
         assert_eq!(
-            t.hold("dc-a", 500, "u2"),
+            t.hold(&Identity::new("dc-a"), 500, "u2"),
             Err(VmidError::HeldByOther {
                 vmid: 500,
                 owner: "u1".into()
             })
         );
-        assert_eq!(t.reserve("dc-a", r(500, 501), &set(&[]), "u2"), Ok(501));
-        t.release_owner("dc-a", "u1");
-        assert_eq!(t.holder("dc-a", 500), None);
-        assert_eq!(t.holder("dc-a", 501).as_deref(), Some("u2"));
-        t.hold("dc-b", 700, "u2").unwrap();
+        assert_eq!(
+            t.reserve(&Identity::new("dc-a"), r(500, 501), &set(&[]), "u2"),
+            Ok(501)
+        );
+        t.release_owner(&Identity::new("dc-a"), "u1");
+        assert_eq!(t.holder(&Identity::new("dc-a"), 500), None);
+        assert_eq!(t.holder(&Identity::new("dc-a"), 501).as_deref(), Some("u2"));
+        t.hold(&Identity::new("dc-b"), 700, "u2").unwrap();
         t.release_everywhere("u2");
-        assert_eq!(t.len("dc-a") + t.len("dc-b"), 0);
+        assert_eq!(
+            t.len(&Identity::new("dc-a")) + t.len(&Identity::new("dc-b")),
+            0
+        );
     }
 
     #[test]
@@ -279,11 +329,14 @@ mod tests {
         assert_eq!(effective_range(None, Some(r(3, 4))), r(3, 4));
         assert_eq!(effective_range(None, None), r(100, 999_999_999));
         let t = VmidTable::new();
-        assert_eq!(t.reserve("x", WHOLE_SPACE, &set(&[100, 101]), "u"), Ok(102));
+        assert_eq!(
+            t.reserve(&Identity::new("x"), WHOLE_SPACE, &set(&[100, 101]), "u"),
+            Ok(102)
+        );
         // The top of the space is reachable.
         let top = r(999_999_998, 999_999_999);
         assert_eq!(
-            t.reserve("x", top, &set(&[999_999_998]), "v"),
+            t.reserve(&Identity::new("x"), top, &set(&[999_999_998]), "v"),
             Ok(999_999_999)
         );
     }
@@ -297,8 +350,13 @@ mod tests {
                 std::thread::spawn(move || {
                     (0..25)
                         .map(|j| {
-                            t.reserve("dc-a", r(100, 999), &BTreeSet::new(), &format!("u{i}-{j}"))
-                                .unwrap()
+                            t.reserve(
+                                &Identity::new("dc-a"),
+                                r(100, 999),
+                                &BTreeSet::new(),
+                                &format!("u{i}-{j}"),
+                            )
+                            .unwrap()
                         })
                         .collect::<Vec<_>>()
                 })

@@ -33,7 +33,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::api::ProxmoxMachine;
-use crate::pve::{ProxmoxApi, PveError, Upid};
+use crate::clients::Identity;
+use crate::pve::{NodeName, ProxmoxApi, PveError, Upid};
 
 /// Most entries one list read asks for.
 pub const LIST_LIMIT: u32 = 500;
@@ -82,7 +83,7 @@ type SharedBoard = Arc<tokio::sync::Mutex<Board>>;
 /// awaited there.
 #[derive(Debug)]
 pub struct NodeTasks {
-    nodes: Mutex<HashMap<(String, String), SharedBoard>>,
+    nodes: Mutex<HashMap<super::NodeKey, SharedBoard>>,
     wake: mpsc::Sender<ObjectRef<ProxmoxMachine>>,
 }
 
@@ -107,19 +108,22 @@ impl NodeTasks {
         self.wake.clone()
     }
 
-    fn board(&self, identity: &str, node: &str) -> SharedBoard {
+    fn board(&self, identity: &Identity, node: &NodeName) -> SharedBoard {
         self.nodes
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .entry((identity.to_string(), node.to_string()))
+            .entry(super::NodeKey {
+                identity: identity.clone(),
+                node: node.clone(),
+            })
             .or_default()
             .clone()
     }
 
     /// The exit status of `upid` if a list read already showed it ended
     /// (no call). `None` also while another caller reads the node's list.
-    pub fn ended(&self, identity: &str, upid: &Upid) -> Option<String> {
-        let board = self.board(identity, upid.node().as_str());
+    pub fn ended(&self, identity: &Identity, upid: &Upid) -> Option<String> {
+        let board = self.board(identity, upid.node());
         let b = board.try_lock().ok()?;
         b.listed.get(upid.as_str()).cloned().flatten()
     }
@@ -136,12 +140,12 @@ impl NodeTasks {
     pub async fn status(
         &self,
         api: &dyn ProxmoxApi,
-        identity: &str,
+        identity: &Identity,
         upid: &Upid,
         due: Instant,
         machine: ObjectRef<ProxmoxMachine>,
     ) -> Result<Answer, PveError> {
-        let board = self.board(identity, upid.node().as_str());
+        let board = self.board(identity, upid.node());
         let mut b = board.lock().await;
         let now = Instant::now();
         let key = upid.as_str().to_string();
@@ -203,8 +207,8 @@ impl NodeTasks {
     }
 
     /// `upid` is no longer awaited (its end was read another way).
-    pub fn forget(&self, identity: &str, upid: &Upid) {
-        let board = self.board(identity, upid.node().as_str());
+    pub fn forget(&self, identity: &Identity, upid: &Upid) {
+        let board = self.board(identity, upid.node());
         if let Ok(mut b) = board.try_lock() {
             b.waiting.remove(upid.as_str());
             b.listed.remove(upid.as_str());

@@ -10,14 +10,15 @@
 //! are current; status, `name`, `template` and memory lag up to ~10 s. The
 //! views below use it accordingly.
 
+use crate::clients::Identity;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::scheduler::{NodeFacts, VmLoad};
-use super::template::TemplateVm;
+use crate::machine::plan::scheduler::{NodeFacts, VmLoad};
+use crate::machine::plan::template::TemplateVm;
 use crate::pve::{ClusterResource, ProxmoxApi, PveError};
 use pve_client::options::Tags;
 
@@ -162,8 +163,8 @@ impl Snapshot {
 #[derive(Debug)]
 pub struct ResourceCache {
     ttl: Duration,
-    snapshots: Mutex<HashMap<String, Arc<Snapshot>>>,
-    flights: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    snapshots: Mutex<HashMap<Identity, Arc<Snapshot>>>,
+    flights: Mutex<HashMap<Identity, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl ResourceCache {
@@ -176,7 +177,7 @@ impl ResourceCache {
         }
     }
 
-    fn cached(&self, identity: &str, not_before: Option<Instant>) -> Option<Arc<Snapshot>> {
+    fn cached(&self, identity: &Identity, not_before: Option<Instant>) -> Option<Arc<Snapshot>> {
         let map = self
             .snapshots
             .lock()
@@ -193,7 +194,7 @@ impl ResourceCache {
     /// The fetch's [`PveError`].
     pub async fn get(
         &self,
-        identity: &str,
+        identity: &Identity,
         api: &dyn ProxmoxApi,
         not_before: Option<Instant>,
     ) -> Result<Arc<Snapshot>, PveError> {
@@ -205,7 +206,7 @@ impl ResourceCache {
                 .flights
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
-            f.entry(identity.to_string()).or_default().clone()
+            f.entry(identity.clone()).or_default().clone()
         };
         let _guard = flight.lock().await;
         if let Some(s) = self.cached(identity, not_before) {
@@ -220,13 +221,13 @@ impl ResourceCache {
         self.snapshots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(identity.to_string(), snap.clone());
+            .insert(identity.clone(), snap.clone());
         Ok(snap)
     }
 
     /// Drops the listing of `identity` (after a change of our own that the
     /// next reader must see).
-    pub fn invalidate(&self, identity: &str) {
+    pub fn invalidate(&self, identity: &Identity) {
         self.snapshots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -109,6 +109,28 @@ impl Marker {
     }
 }
 
+/// The bootstrap ISO file name of the VM `vmid` of machine `uid`:
+/// `capmox-<vmid>-<uid>.iso`, unique per (VMID, machine UID) so a cleanup
+/// never deletes another VM's ISO (docs/field-cases.md B20), and carrying
+/// the UID so a deletion can sweep for it when the record is lost.
+/// Proxmox volume names allow `[A-Za-z0-9_.-]`; a Kubernetes UID is
+/// lower-case hex and `-`.
+pub fn iso_file_name(vmid: u32, uid: &str) -> String {
+    format!("capmox-{vmid}-{}.iso", uid.to_ascii_lowercase())
+}
+
+/// Whether an ISO file name is one of machine `uid`'s (any VMID).
+pub fn is_iso_of(file: &str, uid: &str) -> bool {
+    let uid = uid.to_ascii_lowercase();
+    file.strip_prefix(ISO_PREFIX)
+        .and_then(|rest| rest.strip_suffix(".iso"))
+        .and_then(|rest| rest.split_once('-'))
+        .is_some_and(|(vmid, u)| vmid.bytes().all(|b| b.is_ascii_digit()) && u == uid)
+}
+
+/// Prefix of every bootstrap ISO file name.
+pub const ISO_PREFIX: &str = "capmox-";
+
 /// Whether a tag is some machine's ownership tag (`capmox-` followed by a
 /// UID: 36 characters of hex digits and `-`). The cluster-name tag `capmox`
 /// and user tags like `capmox-prod` are not.
@@ -131,6 +153,27 @@ fn description_uid(line: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn iso_names_carry_vmid_and_uid() {
+        let uid = "3F2A9C1E-7b4d-4e8a-9c2f-0a1b2c3d4e5f";
+        let f = super::iso_file_name(131, uid);
+        assert_eq!(f, "capmox-131-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f.iso");
+        assert!(super::is_iso_of(&f, uid));
+        assert!(super::is_iso_of(
+            "capmox-9-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f.iso",
+            uid
+        ));
+        assert!(!super::is_iso_of(
+            &f,
+            "00000000-7b4d-4e8a-9c2f-0a1b2c3d4e5f"
+        ));
+        assert!(!super::is_iso_of(
+            "capmox-x1-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f.iso",
+            uid
+        ));
+        assert!(!super::is_iso_of("ubuntu-24.04.iso", uid));
+    }
+
     use super::*;
 
     const UID: &str = "3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f";

@@ -1,12 +1,18 @@
-//! The objects a ProxmoxMachine reconcile reads, from the controller's own
-//! watches instead of one Kubernetes request each.
+//! The watched objects the reconcilers read, instead of one Kubernetes
+//! request each: ProxmoxMachines, their owner Machines, CAPI Clusters,
+//! ProxmoxClusters and bootstrap Secrets.
 //!
-//! The machine controller watches ProxmoxMachines, their owner Machines,
-//! CAPI Clusters, ProxmoxClusters and bootstrap Secrets anyway (to be woken
-//! by them); keeping what those watches deliver in reflector stores lets a
-//! reconcile read them without a GET, and lets placement count a cluster's
-//! machines without a LIST (which made a scale-up of N machines cost O(N²)
-//! objects served).
+//! The manager makes the stores ([`Stores::new`]) and hands the writers to
+//! the machine controller, whose watches fill them (the same watches wake
+//! its machines), and the stores to every controller that reads them (the
+//! ProxmoxCluster controller counts machines from them). Tests fill them the
+//! same way ([`reflect`]). Placement counts a cluster's machines without a
+//! LIST (which made a scale-up of N machines cost O(N²) objects served).
+//!
+//! Scope: the ProxmoxMachine store holds every machine in the manager's
+//! namespace scope, also those `--watch-filter` excludes from reconciling
+//! (machine counts must be complete); only the controller's triggers are
+//! filtered.
 //!
 //! Freshness: each store is filled by the same stream that wakes the
 //! machine, before the wake is delivered, so a reconcile woken by a change
@@ -21,15 +27,20 @@
 //! not hold every machine's cloud-init in memory.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, ResourceExt};
 
 use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::{CLUSTER_NAME_LABEL, Cluster, Machine};
+use crate::context::Shared;
 use crate::error::Error;
 
 /// The key of a bootstrap data Secret holding the data (CAPI bootstrap
@@ -81,23 +92,45 @@ pub struct BootstrapPresence {
     pub format: Option<String>,
 }
 
+/// The writers of [`Stores`]: whoever runs the watches feeds them.
+pub struct Writers {
+    /// ProxmoxMachines.
+    pub machines: Writer<ProxmoxMachine>,
+    /// CAPI Machines.
+    pub owners: Writer<Machine>,
+    /// CAPI Clusters.
+    pub clusters: Writer<Cluster>,
+    /// ProxmoxClusters.
+    pub proxmox_clusters: Writer<ProxmoxCluster>,
+    /// Bootstrap Secrets (apply [`strip_secret`] before writing).
+    pub secrets: Writer<Secret>,
+}
+
 impl Stores {
-    /// The stores of the machine controller's watches.
-    pub fn new(
-        machines: Store<ProxmoxMachine>,
-        owners: Store<Machine>,
-        clusters: Store<Cluster>,
-        proxmox_clusters: Store<ProxmoxCluster>,
-        secrets: Store<Secret>,
-    ) -> Stores {
-        Stores {
-            machines,
-            owners,
-            clusters,
-            proxmox_clusters,
-            secrets,
-            ready: Arc::new(tokio::sync::OnceCell::new()),
-        }
+    /// Empty stores and their writers.
+    pub fn new() -> (Stores, Writers) {
+        let (machines, wm) = reflector::store::<ProxmoxMachine>();
+        let (owners, wo) = reflector::store::<Machine>();
+        let (clusters, wc) = reflector::store::<Cluster>();
+        let (proxmox_clusters, wp) = reflector::store::<ProxmoxCluster>();
+        let (secrets, ws) = reflector::store::<Secret>();
+        (
+            Stores {
+                machines,
+                owners,
+                clusters,
+                proxmox_clusters,
+                secrets,
+                ready: Arc::new(tokio::sync::OnceCell::new()),
+            },
+            Writers {
+                machines: wm,
+                owners: wo,
+                clusters: wc,
+                proxmox_clusters: wp,
+                secrets: ws,
+            },
+        )
     }
 
     /// Waits until every store holds its watch's initial list (a reconcile
@@ -141,6 +174,28 @@ impl Stores {
             .collect()
     }
 
+    /// The ProxmoxCluster of CAPI cluster `cluster` in `ns`: the one the
+    /// Cluster's `infrastructureRef` names, else the one labelled with the
+    /// cluster name.
+    pub fn proxmox_cluster_of(&self, ns: &str, cluster: &Cluster) -> Option<Arc<ProxmoxCluster>> {
+        let by_ref = cluster
+            .spec
+            .infrastructure_ref
+            .as_ref()
+            .filter(|r| r.kind == "ProxmoxCluster")
+            .and_then(|r| {
+                self.proxmox_clusters
+                    .get(&ObjectRef::new(&r.name).within(ns))
+            });
+        by_ref.or_else(|| {
+            let name = cluster.name_any();
+            self.proxmox_clusters.state().into_iter().find(|pc| {
+                pc.namespace().as_deref() == Some(ns)
+                    && pc.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
+            })
+        })
+    }
+
     /// The ProxmoxMachines whose CAPI Machine in `ns` names `secret` as its
     /// bootstrap data (`spec.bootstrap.dataSecretName`), by the Machine's
     /// `infrastructureRef`. A machine whose Machine names no Secret yet is
@@ -157,6 +212,54 @@ impl Stores {
             .filter(|r| r.kind == "ProxmoxMachine")
             .map(|r| ObjectRef::new(&r.name).within(ns))
             .collect()
+    }
+}
+
+/// Fills the stores from their watches (what the machine controller's
+/// watches do, without waking anything): for tests and tools that call the
+/// reconcilers by hand. Resolves when shutdown is requested.
+pub fn reflect(shared: &Shared, writers: Writers) -> impl Future<Output = ()> + Send + 'static {
+    let all = shared.options.unfiltered_watcher_config();
+    let machines = watcher(shared.scoped_api::<ProxmoxMachine>(), all.clone())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.machines)
+        .map(|_| ())
+        .boxed();
+    let owners = watcher(shared.scoped_api::<Machine>(), all.clone())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.owners)
+        .map(|_| ())
+        .boxed();
+    let clusters = watcher(shared.scoped_api::<Cluster>(), all.clone())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.clusters)
+        .map(|_| ())
+        .boxed();
+    let pcs = watcher(shared.scoped_api::<ProxmoxCluster>(), all.clone())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(writers.proxmox_clusters)
+        .map(|_| ())
+        .boxed();
+    let secrets = watcher(
+        shared.scoped_api::<Secret>(),
+        all.labels(CLUSTER_NAME_LABEL),
+    )
+    .default_backoff()
+    .modify(strip_secret)
+    .reflect(writers.secrets)
+    .map(|_| ())
+    .boxed();
+    let stop = shared.shutdown_signal();
+    async move {
+        let all = futures::stream::select_all([machines, owners, clusters, pcs, secrets]);
+        tokio::select! {
+            _ = all.for_each(|_| async {}) => {}
+            _ = stop => {}
+        }
     }
 }
 
@@ -215,7 +318,7 @@ pub fn secret_key(s: &Secret, k: &str) -> Option<Vec<u8>> {
 /// # Errors
 /// [`Error::Kube`] of the GET.
 pub async fn bootstrap_presence(
-    stores: Option<&Stores>,
+    stores: &Stores,
     kube: &Client,
     ns: &str,
     name: &str,
@@ -225,7 +328,7 @@ pub async fn bootstrap_presence(
         format: secret_key(s, BOOTSTRAP_FORMAT_KEY)
             .map(|f| String::from_utf8_lossy(&f).into_owned()),
     };
-    if let Some(s) = stores.and_then(|s| s.secrets.get(&ObjectRef::new(name).within(ns))) {
+    if let Some(s) = stores.secrets.get(&ObjectRef::new(name).within(ns)) {
         return Ok(Some(presence(&s)));
     }
     Ok(Api::<Secret>::namespaced(kube.clone(), ns)
@@ -251,12 +354,12 @@ pub async fn bootstrap_value(
 }
 
 /// Object `name` in `ns` from `store` (shared, not copied), else one GET
-/// (it may be newer than the watch, or there is no store).
+/// (it may be newer than the watch).
 ///
 /// # Errors
 /// [`Error::Kube`] of the GET.
 pub async fn read_through<K>(
-    store: Option<&Store<K>>,
+    store: &Store<K>,
     kube: &Client,
     ns: &str,
     name: &str,
@@ -268,7 +371,7 @@ where
         + std::fmt::Debug,
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
-    if let Some(found) = store.and_then(|s| s.get(&ObjectRef::new(name).within(ns))) {
+    if let Some(found) = store.get(&ObjectRef::new(name).within(ns)) {
         return Ok(Some(found));
     }
     Ok(Api::<K>::namespaced(kube.clone(), ns)

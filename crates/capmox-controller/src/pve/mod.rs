@@ -1,6 +1,7 @@
 //! The one seam to Proxmox: [`ProxmoxApi`], implemented by
 //! [`pve_client::PveClient`] (production and every integration test, over
-//! real HTTPS against `pve-sim`) and by fakes in unit tests.
+//! real HTTPS against `pve-sim`) and by the in-memory [`fake`] Proxmox of
+//! the per-step unit tests. It has exactly the methods the reconcilers call.
 //!
 //! The methods mirror `pve-client`'s, with its typed requests and responses
 //! (re-exported here so reconcilers import one module); no method returns raw
@@ -13,20 +14,22 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+#[cfg(test)]
+pub mod fake;
+
 pub use pve_client::api::agent::{ExecStatus, GuestInterface};
 pub use pve_client::api::cluster::{ClusterResource, ClusterStatusEntry, ResourceType};
-pub use pve_client::api::nodes::{NodeInfo, NodeStatus};
-pub use pve_client::api::pools::PoolInfo;
 pub use pve_client::api::qemu::clone::CloneRequest;
-pub use pve_client::api::qemu::config::{ConfigUpdate, PendingEntry, VmConfig};
+pub use pve_client::api::qemu::config::{ConfigUpdate, VmConfig};
 pub use pve_client::api::qemu::power::{ShutdownOptions, StartOptions, StopOptions};
-pub use pve_client::api::qemu::{DeleteOptions, VmListEntry, VmStatus};
-pub use pve_client::api::storage::{StorageInfo, StorageQuery, StorageVolume};
-pub use pve_client::api::tasks::{TaskListEntry, TaskLog, TaskStatus};
+pub use pve_client::api::qemu::{DeleteOptions, VmStatus};
+pub use pve_client::api::storage::StorageVolume;
+pub use pve_client::api::tasks::TaskListEntry;
 pub use pve_client::api::version::VersionInfo;
 pub use pve_client::options::{DiskSize, DiskSlot};
 pub use pve_client::{
-    NodeName, PoolId, PveClient, PveError, StorageId, TaskOutcome, Upid, VmId, WaitOptions,
+    Missing, NodeName, PoolId, PveClient, PveError, StorageId, TaskOutcome, Upid, VmId, VmLock,
+    WaitOptions,
 };
 
 /// Everything the reconcilers ask of one Proxmox VE cluster.
@@ -52,38 +55,6 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         &self,
         kind: Option<ResourceType>,
     ) -> Result<Vec<ClusterResource>, PveError>;
-
-    /// `GET /cluster/nextid[?vmid=N]` (reserves nothing).
-    async fn next_vmid(&self, candidate: Option<VmId>) -> Result<VmId, PveError>;
-
-    /// `GET /nodes`.
-    async fn nodes(&self) -> Result<Vec<NodeInfo>, PveError>;
-
-    /// `GET /nodes/{node}/status`.
-    async fn node_status(&self, node: &NodeName) -> Result<NodeStatus, PveError>;
-
-    /// `GET /pools`.
-    async fn pools(&self) -> Result<Vec<PoolInfo>, PveError>;
-
-    /// `GET /pools/{poolid}` (`None` when it does not exist).
-    async fn pool(&self, poolid: &PoolId) -> Result<Option<PoolInfo>, PveError>;
-
-    /// `POST /pools`.
-    async fn create_pool(&self, poolid: &PoolId, comment: Option<&str>) -> Result<(), PveError>;
-
-    /// `GET /nodes/{node}/storage`.
-    async fn storages(
-        &self,
-        node: &NodeName,
-        query: &StorageQuery,
-    ) -> Result<Vec<StorageInfo>, PveError>;
-
-    /// `GET /nodes/{node}/storage/{storage}/status`.
-    async fn storage_status(
-        &self,
-        node: &NodeName,
-        storage: &StorageId,
-    ) -> Result<StorageInfo, PveError>;
 
     /// `GET /nodes/{node}/storage/{storage}/content[?content=…&vmid=…]`.
     async fn storage_content(
@@ -111,14 +82,8 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         volid: &str,
     ) -> Result<Option<Upid>, PveError>;
 
-    /// `GET /nodes/{node}/qemu`.
-    async fn vms(&self, node: &NodeName) -> Result<Vec<VmListEntry>, PveError>;
-
     /// `GET /nodes/{node}/qemu/{vmid}/config` (pending values applied).
     async fn vm_config(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError>;
-
-    /// `GET /nodes/{node}/qemu/{vmid}/config?current=1`.
-    async fn vm_config_current(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError>;
 
     /// `POST /nodes/{node}/qemu/{vmid}/config` (async; a UPID when a task ran).
     async fn update_vm_config_async(
@@ -135,9 +100,6 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         vmid: VmId,
         update: &ConfigUpdate,
     ) -> Result<(), PveError>;
-
-    /// `GET /nodes/{node}/qemu/{vmid}/pending`.
-    async fn vm_pending(&self, node: &NodeName, vmid: VmId) -> Result<Vec<PendingEntry>, PveError>;
 
     /// `GET /nodes/{node}/qemu/{vmid}/status/current`.
     async fn vm_status(&self, node: &NodeName, vmid: VmId) -> Result<VmStatus, PveError>;
@@ -191,17 +153,6 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         options: ShutdownOptions,
     ) -> Result<Upid, PveError>;
 
-    /// `POST /nodes/{node}/qemu/{vmid}/status/reboot` (timeout in **seconds**).
-    async fn reboot_vm(
-        &self,
-        node: &NodeName,
-        vmid: VmId,
-        timeout_secs: Option<u64>,
-    ) -> Result<Upid, PveError>;
-
-    /// `POST /nodes/{node}/qemu/{vmid}/agent/ping`.
-    async fn agent_ping(&self, node: &NodeName, vmid: VmId) -> Result<(), PveError>;
-
     /// `GET /nodes/{node}/qemu/{vmid}/agent/network-get-interfaces`.
     async fn agent_network_interfaces(
         &self,
@@ -227,9 +178,6 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         pid: u64,
     ) -> Result<ExecStatus, PveError>;
 
-    /// `GET /nodes/{node}/tasks/{upid}/status`.
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError>;
-
     /// `GET /nodes/{node}/tasks?source=all&since=&limit=` (see
     /// `PveClient::node_tasks`; `since` in Unix epoch seconds).
     async fn node_tasks(
@@ -243,28 +191,9 @@ pub trait ProxmoxApi: Send + Sync + 'static {
     /// `PveClient::task_ended`: success, or `TaskFailed` with the log tail).
     async fn task_ended(&self, upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError>;
 
-    /// `GET /nodes/{node}/tasks/{upid}/log?start=&limit=` (lines 0-based `start`).
-    async fn task_log(&self, upid: &Upid, start: u64, limit: u64) -> Result<TaskLog, PveError>;
-
-    /// `DELETE /nodes/{node}/tasks/{upid}`.
-    async fn stop_task(&self, upid: &Upid) -> Result<(), PveError>;
-
     /// Polls a task until it stops or `options.deadline` passes (see
     /// `PveClient::wait_task`; `WARNINGS: n` is success).
     async fn wait_task(&self, upid: &Upid, options: WaitOptions) -> Result<TaskOutcome, PveError>;
-
-    /// The last `lines` lines of a task log (oldest first): one call when the
-    /// server reports the total, else the first page.
-    async fn task_log_tail(&self, upid: &Upid, lines: u64) -> Result<Vec<String>, PveError> {
-        let first = self.task_log(upid, 0, lines.max(1)).await?;
-        let total = first.total.unwrap_or(0);
-        let log = if total > lines {
-            self.task_log(upid, total - lines, lines).await?
-        } else {
-            first
-        };
-        Ok(log.lines.into_iter().map(|l| l.t).collect())
-    }
 }
 
 #[async_trait]
@@ -290,46 +219,6 @@ impl ProxmoxApi for PveClient {
         kind: Option<ResourceType>,
     ) -> Result<Vec<ClusterResource>, PveError> {
         PveClient::cluster_resources(self, kind).await
-    }
-
-    async fn next_vmid(&self, candidate: Option<VmId>) -> Result<VmId, PveError> {
-        PveClient::next_vmid(self, candidate).await
-    }
-
-    async fn nodes(&self) -> Result<Vec<NodeInfo>, PveError> {
-        PveClient::nodes(self).await
-    }
-
-    async fn node_status(&self, node: &NodeName) -> Result<NodeStatus, PveError> {
-        PveClient::node_status(self, node).await
-    }
-
-    async fn pools(&self) -> Result<Vec<PoolInfo>, PveError> {
-        PveClient::pools(self).await
-    }
-
-    async fn pool(&self, poolid: &PoolId) -> Result<Option<PoolInfo>, PveError> {
-        PveClient::pool(self, poolid).await
-    }
-
-    async fn create_pool(&self, poolid: &PoolId, comment: Option<&str>) -> Result<(), PveError> {
-        PveClient::create_pool(self, poolid, comment).await
-    }
-
-    async fn storages(
-        &self,
-        node: &NodeName,
-        query: &StorageQuery,
-    ) -> Result<Vec<StorageInfo>, PveError> {
-        PveClient::storages(self, node, query).await
-    }
-
-    async fn storage_status(
-        &self,
-        node: &NodeName,
-        storage: &StorageId,
-    ) -> Result<StorageInfo, PveError> {
-        PveClient::storage_status(self, node, storage).await
     }
 
     async fn storage_content(
@@ -361,16 +250,8 @@ impl ProxmoxApi for PveClient {
         PveClient::delete_volume(self, node, storage, volid).await
     }
 
-    async fn vms(&self, node: &NodeName) -> Result<Vec<VmListEntry>, PveError> {
-        PveClient::vms(self, node).await
-    }
-
     async fn vm_config(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError> {
         PveClient::vm_config(self, node, vmid).await
-    }
-
-    async fn vm_config_current(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError> {
-        PveClient::vm_config_current(self, node, vmid).await
     }
 
     async fn update_vm_config_async(
@@ -389,10 +270,6 @@ impl ProxmoxApi for PveClient {
         update: &ConfigUpdate,
     ) -> Result<(), PveError> {
         PveClient::update_vm_config_sync(self, node, vmid, update).await
-    }
-
-    async fn vm_pending(&self, node: &NodeName, vmid: VmId) -> Result<Vec<PendingEntry>, PveError> {
-        PveClient::vm_pending(self, node, vmid).await
     }
 
     async fn vm_status(&self, node: &NodeName, vmid: VmId) -> Result<VmStatus, PveError> {
@@ -454,19 +331,6 @@ impl ProxmoxApi for PveClient {
         PveClient::shutdown_vm(self, node, vmid, options).await
     }
 
-    async fn reboot_vm(
-        &self,
-        node: &NodeName,
-        vmid: VmId,
-        timeout_secs: Option<u64>,
-    ) -> Result<Upid, PveError> {
-        PveClient::reboot_vm(self, node, vmid, timeout_secs).await
-    }
-
-    async fn agent_ping(&self, node: &NodeName, vmid: VmId) -> Result<(), PveError> {
-        PveClient::agent_ping(self, node, vmid).await
-    }
-
     async fn agent_network_interfaces(
         &self,
         node: &NodeName,
@@ -493,10 +357,6 @@ impl ProxmoxApi for PveClient {
         PveClient::agent_exec_status(self, node, vmid, pid).await
     }
 
-    async fn task_status(&self, upid: &Upid) -> Result<TaskStatus, PveError> {
-        PveClient::task_status(self, upid).await
-    }
-
     async fn node_tasks(
         &self,
         node: &NodeName,
@@ -508,14 +368,6 @@ impl ProxmoxApi for PveClient {
 
     async fn task_ended(&self, upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError> {
         PveClient::task_ended(self, upid, exitstatus).await
-    }
-
-    async fn task_log(&self, upid: &Upid, start: u64, limit: u64) -> Result<TaskLog, PveError> {
-        PveClient::task_log(self, upid, start, limit).await
-    }
-
-    async fn stop_task(&self, upid: &Upid) -> Result<(), PveError> {
-        PveClient::stop_task(self, upid).await
     }
 
     async fn wait_task(&self, upid: &Upid, options: WaitOptions) -> Result<TaskOutcome, PveError> {

@@ -17,96 +17,37 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-/// An operation whose duration is learned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Operation {
-    /// `qmclone`.
-    Clone,
-    /// `qmconfig` (asynchronous config write).
-    Configure,
-    /// `resize`.
-    Resize,
-    /// `imgcopy` (ISO upload).
-    Upload,
-    /// `qmstart`.
-    Start,
-    /// `qmshutdown`.
-    Shutdown,
-    /// `qmstop`.
-    Stop,
-    /// `qmdestroy`.
-    Destroy,
-    /// `imgdel` (volume deletion).
-    DeleteVolume,
-    /// From the end of the start task until the guest agent reports addresses.
-    Boot,
-    /// A guest agent `exec` of the bootstrap sentinel check, until
-    /// `exec-status` reports it exited (not learned: its end is not
-    /// observable more precisely than the poll that finds it).
-    AgentExec,
-    /// From the guest agent reporting every address until the bootstrap
-    /// sentinel says `success`.
-    Bootstrap,
+use crate::clients::Identity;
+pub use crate::machine::decide::Operation;
+
+/// The initial guess of an operation's duration before anything was
+/// observed.
+pub fn default_guess(op: Operation) -> Duration {
+    guess(op)
 }
 
-impl Operation {
-    /// The operation of a UPID's worker type (`qmclone`, `qmstart`, …).
-    pub fn from_worker(worker: &str) -> Option<Operation> {
-        Some(match worker {
-            "qmclone" => Operation::Clone,
-            "qmconfig" => Operation::Configure,
-            "resize" | "qmresize" => Operation::Resize,
-            "imgcopy" => Operation::Upload,
-            "qmstart" | "hastart" => Operation::Start,
-            "qmshutdown" | "hastop" => Operation::Shutdown,
-            "qmstop" => Operation::Stop,
-            "qmdestroy" => Operation::Destroy,
-            "imgdel" => Operation::DeleteVolume,
-            _ => return None,
-        })
-    }
-
-    /// Short name for logs and conditions.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Operation::Clone => "clone",
-            Operation::Configure => "configure",
-            Operation::Resize => "resize",
-            Operation::Upload => "upload",
-            Operation::Start => "start",
-            Operation::Shutdown => "shutdown",
-            Operation::Stop => "stop",
-            Operation::Destroy => "destroy",
-            Operation::DeleteVolume => "delete volume",
-            Operation::Boot => "boot",
-            Operation::AgentExec => "agent exec",
-            Operation::Bootstrap => "bootstrap",
-        }
-    }
-
-    /// The initial guess before anything was observed, **unscaled seconds**
-    /// (Proxmox's typical durations: a full clone of a 20 GiB template takes
-    /// about a minute, a config write a second, a boot to the guest agent
-    /// under two minutes; an agent `exec` of `cat` well under a second). The
-    /// bootstrap's guess is as short as an `exec` on purpose: until a
-    /// duration was learned the sentinel is checked as soon as the
-    /// addresses are there (images with everything baked in bootstrap in
-    /// seconds), then re-checked at the bounded cadence of
-    /// [`bootstrap_recheck`].
-    pub fn default_guess(self) -> Duration {
-        Duration::from_secs(match self {
-            Operation::Clone => 60,
-            Operation::Configure
-            | Operation::Upload
-            | Operation::DeleteVolume
-            | Operation::AgentExec
-            | Operation::Bootstrap => 1,
-            Operation::Resize | Operation::Stop => 2,
-            Operation::Start | Operation::Destroy => 3,
-            Operation::Shutdown => 10,
-            Operation::Boot => 100,
-        })
-    }
+/// The initial guess before anything was observed, **unscaled seconds**
+/// (Proxmox's typical durations: a full clone of a 20 GiB template takes
+/// about a minute, a config write a second, a boot to the guest agent
+/// under two minutes; an agent `exec` of `cat` well under a second). The
+/// bootstrap's guess is as short as an `exec` on purpose: until a
+/// duration was learned the sentinel is checked as soon as the
+/// addresses are there (images with everything baked in bootstrap in
+/// seconds), then re-checked at the bounded cadence of
+/// [`bootstrap_recheck`].
+fn guess(op: Operation) -> Duration {
+    Duration::from_secs(match op {
+        Operation::Clone => 60,
+        Operation::Configure
+        | Operation::Upload
+        | Operation::DeleteVolume
+        | Operation::AgentExec
+        | Operation::Bootstrap => 1,
+        Operation::Resize | Operation::Stop => 2,
+        Operation::Start | Operation::Destroy => 3,
+        Operation::Shutdown => 10,
+        Operation::Boot => 100,
+    })
 }
 
 /// How far past its expected end a task is first polled (a fraction of
@@ -122,22 +63,15 @@ pub const MARGIN: f64 = 0.01;
 /// 1–3 % after its expected end, 2 % on average.
 pub const GRID: f64 = 0.02;
 
-fn grid_origin() -> Instant {
-    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    *ORIGIN.get_or_init(Instant::now)
-}
-
 /// `delay` from `now`, lengthened so that it ends on a line of a grid of
-/// width `grid` (lines at whole multiples of `grid` since a process-wide
-/// origin). A zero `grid` leaves `delay` as it is.
-pub fn on_grid(now: Instant, delay: Duration, grid: Duration) -> Duration {
+/// width `grid` (lines at whole multiples of `grid` since `origin`, the
+/// runtime's start). A zero `grid` leaves `delay` as it is.
+pub fn on_grid(origin: Instant, now: Instant, delay: Duration, grid: Duration) -> Duration {
     let g = grid.as_nanos();
     if g == 0 {
         return delay;
     }
-    let at = (now + delay)
-        .saturating_duration_since(grid_origin())
-        .as_nanos();
+    let at = (now + delay).saturating_duration_since(origin).as_nanos();
     let rest = (g - at % g) % g;
     delay + Duration::from_nanos(u64::try_from(rest).unwrap_or(0))
 }
@@ -200,15 +134,23 @@ pub fn bootstrap_recheck(
     backoff.max(until_expected).clamp(min, max)
 }
 
+/// An operation in one Proxmox cluster: the key of a learned duration.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct OpKey {
+    identity: Identity,
+    op: Operation,
+}
+
 /// Learned durations per (identity, operation).
 #[derive(Debug)]
 pub struct TaskTimer {
     scale: f64,
-    learned: Mutex<HashMap<(String, Operation), f64>>,
+    learned: Mutex<HashMap<OpKey, f64>>,
+    origin: Instant,
 }
 
 impl TaskTimer {
-    /// A timer whose initial guesses are [`Operation::default_guess`] ×
+    /// A timer whose initial guesses are [`default_guess`] ×
     /// `time_scale`.
     pub fn new(time_scale: f64) -> TaskTimer {
         TaskTimer {
@@ -218,38 +160,60 @@ impl TaskTimer {
                 1.0
             },
             learned: Mutex::new(HashMap::new()),
+            origin: Instant::now(),
         }
     }
 
+    /// When to poll a task of `op` on `identity` expected to take
+    /// `expected`, `elapsed` after it started and after `late` polls past its
+    /// end: [`next_poll`], moved onto this runtime's poll grid ([`on_grid`]).
+    pub fn poll_in(
+        &self,
+        expected: Duration,
+        elapsed: Duration,
+        late: u32,
+        floor: Duration,
+    ) -> Duration {
+        let delay = next_poll(expected, elapsed, late, floor);
+        on_grid(self.origin, Instant::now(), delay, expected.mul_f64(GRID))
+    }
+
     /// The expected duration of `op` on `identity`.
-    pub fn expected(&self, identity: &str, op: Operation) -> Duration {
+    pub fn expected(&self, identity: &Identity, op: Operation) -> Duration {
         let map = self
             .learned
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        match map.get(&(identity.to_string(), op)) {
+        match map.get(&OpKey {
+            identity: identity.clone(),
+            op,
+        }) {
             Some(secs) => Duration::from_secs_f64(*secs),
-            None => op.default_guess().mul_f64(self.scale),
+            None => default_guess(op).mul_f64(self.scale),
         }
     }
 
     /// Records an observed duration (moving average with weight [`ALPHA`];
     /// the first observation replaces the guess).
-    pub fn observe(&self, identity: &str, op: Operation, took: Duration) {
+    pub fn observe(&self, identity: &Identity, op: Operation, took: Duration) {
         let mut map = self
             .learned
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let v = took.as_secs_f64();
-        map.entry((identity.to_string(), op))
-            .and_modify(|avg| *avg = ALPHA * v + (1.0 - ALPHA) * *avg)
-            .or_insert(v);
+        map.entry(OpKey {
+            identity: identity.clone(),
+            op,
+        })
+        .and_modify(|avg| *avg = ALPHA * v + (1.0 - ALPHA) * *avg)
+        .or_insert(v);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clients::Identity;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
@@ -258,14 +222,27 @@ mod tests {
     #[test]
     fn guesses_are_scaled_then_learned() {
         let t = TaskTimer::new(0.01);
-        assert_eq!(t.expected("dc-a", Operation::Clone), ms(600));
-        t.observe("dc-a", Operation::Clone, ms(1000));
-        assert_eq!(t.expected("dc-a", Operation::Clone), ms(1000));
-        t.observe("dc-a", Operation::Clone, ms(2000));
+        assert_eq!(
+            t.expected(&Identity::new("dc-a"), Operation::Clone),
+            ms(600)
+        );
+        t.observe(&Identity::new("dc-a"), Operation::Clone, ms(1000));
+        assert_eq!(
+            t.expected(&Identity::new("dc-a"), Operation::Clone),
+            ms(1000)
+        );
+        t.observe(&Identity::new("dc-a"), Operation::Clone, ms(2000));
         // 0.3 × 2000 + 0.7 × 1000 = 1300
-        assert_eq!(t.expected("dc-a", Operation::Clone).as_millis(), 1300);
+        assert_eq!(
+            t.expected(&Identity::new("dc-a"), Operation::Clone)
+                .as_millis(),
+            1300
+        );
         // Per identity.
-        assert_eq!(t.expected("dc-b", Operation::Clone), ms(600));
+        assert_eq!(
+            t.expected(&Identity::new("dc-b"), Operation::Clone),
+            ms(600)
+        );
     }
 
     #[test]
@@ -297,7 +274,7 @@ mod tests {
         let floor = ms(10);
         let mut polls = 0;
         for _ in 0..200 {
-            let e = t.expected("dc-a", Operation::Clone);
+            let e = t.expected(&Identity::new("dc-a"), Operation::Clone);
             let mut at = next_poll(e, Duration::ZERO, 0, floor);
             let mut seen = None;
             let mut late = 0;
@@ -308,27 +285,31 @@ mod tests {
                 at += next_poll(e, at, late, floor);
                 polls += 1;
             }
-            t.observe("dc-a", Operation::Clone, observation(at, seen, e));
+            t.observe(
+                &Identity::new("dc-a"),
+                Operation::Clone,
+                observation(at, seen, e),
+            );
         }
-        let e = t.expected("dc-a", Operation::Clone);
+        let e = t.expected(&Identity::new("dc-a"), Operation::Clone);
         assert!(e > ms(850) && e < ms(1100), "settled at {e:?}");
         assert!(polls < 280, "{polls} polls for 200 tasks");
     }
 
     #[test]
     fn polls_move_to_the_next_grid_line() {
-        let origin = grid_origin();
+        let origin = Instant::now();
         let grid = ms(100);
         // 250 ms after the origin, a poll in 100 ms (at 350) moves to 400.
         let now = origin + ms(250);
-        assert_eq!(on_grid(now, ms(100), grid), ms(150));
+        assert_eq!(on_grid(origin, now, ms(100), grid), ms(150));
         // Already on a line: unchanged.
-        assert_eq!(on_grid(now, ms(50), grid), ms(50));
+        assert_eq!(on_grid(origin, now, ms(50), grid), ms(50));
         // Two polls due 10 ms apart land on the same line.
-        let a = now + on_grid(now, ms(110), grid);
-        let b = now + on_grid(now, ms(120), grid);
+        let a = now + on_grid(origin, now, ms(110), grid);
+        let b = now + on_grid(origin, now, ms(120), grid);
         assert_eq!(a, b);
-        assert_eq!(on_grid(now, ms(37), Duration::ZERO), ms(37));
+        assert_eq!(on_grid(origin, now, ms(37), Duration::ZERO), ms(37));
     }
 
     #[test]

@@ -1,0 +1,618 @@
+//! What a reconcile knows: the facts [`super::decide`] chooses from.
+//!
+//! Facts come from three places, and from nowhere else:
+//! - the ProxmoxMachine and the objects around it (owner Machine, Cluster,
+//!   ProxmoxCluster, bootstrap Secret), read when the reconcile starts
+//!   ([`crate::machine::observe::kube`]);
+//! - observations of Proxmox and of the IPAM objects, read when `decide`
+//!   asks for them ([`super::Step::Observe`]);
+//! - what a step did ([`Observed`]), folded in by [`Facts::apply`].
+//!
+//! `None` means "not observed yet". No code invents a fact to steer the
+//! decision: a fact is what was read, or what a step's response said.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use pve_client::options::DiskSlot;
+use pve_client::{TaskFailureKind, VmLock};
+
+use super::operation::Operation;
+use crate::api::machine::{DeviceAddresses, Disks};
+use crate::cloudinit::FormatError;
+use crate::machine::plan::placement::PlacementError;
+use crate::machine::plan::template::TemplateVm;
+use crate::machine::vm::marker::{Marker, iso_file_name};
+use crate::machine::vm::vmconfig::Desired;
+use crate::pve::{NodeName, VmConfig, VmId};
+use crate::reasons::Reason;
+
+use super::step::StepKind;
+
+/// The owner Machine as the reconcile saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// No owner reference to a Machine yet, or the Machine is gone.
+    Missing,
+    /// The Machine exists.
+    Present {
+        /// Its bootstrap data.
+        bootstrap: BootstrapData,
+    },
+}
+
+/// The bootstrap data Secret named by `Machine.spec.bootstrap.dataSecretName`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootstrapData {
+    /// Not named yet, not there, or without key `value`: why.
+    Missing(String),
+    /// There, in a format this provider delivers.
+    Ready,
+    /// There, in a format this provider cannot deliver.
+    Unsupported(FormatError),
+}
+
+/// The CAPI Cluster and the ProxmoxCluster.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClusterFact {
+    /// No `cluster.x-k8s.io/cluster-name` label, or the Cluster is gone.
+    Missing,
+    /// The Cluster exists but its ProxmoxCluster does not.
+    NoInfraCluster,
+    /// Both exist.
+    Present {
+        /// `Cluster.status.initialization.infrastructureProvisioned`.
+        infra_provisioned: bool,
+    },
+}
+
+/// The Proxmox client of the machine's instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClientFact {
+    /// It can be used.
+    Ready,
+    /// It cannot: [`Reason::CredentialsNotReady`] (a change is needed) or
+    /// [`Reason::InstanceUnreachable`].
+    Broken(Reason),
+}
+
+/// The task in `status.taskRef` (or issued by this process), as observed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskFact {
+    /// Still running.
+    Running(Operation),
+    /// Ended with `OK` or `WARNINGS: n`.
+    Succeeded(Operation),
+    /// Ended with another exit status.
+    Failed {
+        /// What it was.
+        op: Operation,
+        /// How it failed (decided by pve-client from the exit status).
+        kind: TaskFailureKind,
+        /// The exit status text (and log tail), for the condition.
+        message: String,
+    },
+    /// The node does not know the task any more (restart): look at the VM.
+    Lost(Operation),
+    /// The task's status could not be read.
+    Unreadable(Reason),
+}
+
+/// The VM's power state and how it is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Power {
+    /// Running.
+    Running,
+    /// Stopped.
+    Stopped,
+    /// Not known from what was read (a config read says nothing about it).
+    Unknown,
+}
+
+/// Where a [`Power`] came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PowerSource {
+    /// `GET /nodes/{node}/qemu/{vmid}/status/current`, the end of our own
+    /// start/stop task, or the guest agent saying the VM is not running:
+    /// current.
+    Live,
+    /// `/cluster/resources`: may lag behind the last power change
+    /// (docs/proxmox-semantics.md §9).
+    Listing,
+}
+
+/// Our VM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmView {
+    /// The node it is on.
+    pub node: NodeName,
+    /// Its power state.
+    pub power: Power,
+    /// How the power state is known.
+    pub power_source: PowerSource,
+    /// Its `lock`.
+    pub lock: Option<VmLock>,
+    /// The config, when it was read.
+    pub config: Option<VmConfig>,
+}
+
+/// The VM at `spec.virtualMachineID`, as observed.
+// One value per reconcile: boxing the large variant would buy nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum VmFact {
+    /// No VM has that VMID in the instance.
+    Absent,
+    /// A VM has it but carries another machine's marker or none: who.
+    Foreign(String),
+    /// A template has it: which.
+    Template(String),
+    /// The instance could not be asked.
+    Unreachable(Reason),
+    /// A VM is being created at that VMID (`lock: clone`/`create`) and shows
+    /// no owner yet: wait until it does, never guess.
+    Busy(String),
+    /// Our VM.
+    Ours(VmView),
+}
+
+/// One claimed address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClaimedAddress {
+    /// Device (`net0`).
+    pub net: String,
+    /// The address.
+    pub address: IpAddr,
+    /// Prefix length.
+    pub prefix: u8,
+    /// Gateway of the subnet.
+    pub gateway: Option<IpAddr>,
+    /// Route metric of the pool.
+    pub metric: Option<u32>,
+}
+
+/// The IP address claims of the machine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClaimsFact {
+    /// Every device uses DHCP: no claim.
+    NotNeeded,
+    /// Some claims do not exist yet.
+    Missing,
+    /// The pool of a device is not known yet (the ProxmoxCluster has not
+    /// recorded it): why.
+    NoPool(String),
+    /// Claims exist; some have no address yet.
+    Pending {
+        /// The pools waited for.
+        pools: String,
+        /// A pool reports exhaustion.
+        exhausted: bool,
+        /// The claims' own messages.
+        message: String,
+    },
+    /// Every claim has its address.
+    Bound(Vec<ClaimedAddress>),
+}
+
+/// The claim objects that still exist during deletion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimObjects {
+    /// Claims owned by the machine.
+    pub total: usize,
+    /// Of them, already being deleted.
+    pub deleting: usize,
+}
+
+/// What the guest agent said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AgentFact {
+    /// The agent answered with these device addresses.
+    Addresses(Vec<DeviceAddresses>),
+    /// The agent does not answer yet (the guest boots): what Proxmox said.
+    NotYet(String),
+    /// Proxmox says the VM is not running.
+    VmStopped,
+}
+
+/// Whether the bootstrap finished, read through the guest agent (the
+/// sentinel file of the CAPI bootstrap contract).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BootstrapFact {
+    /// The sentinel says `success`.
+    Done,
+    /// Not yet: the condition message, and when to look again.
+    Pending(String, Duration),
+    /// The check cannot run as configured (e.g. the token may not use the
+    /// agent's `exec`): the condition message.
+    Blocked(String),
+}
+
+/// A bootstrap ISO volume of this machine found on a storage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MediaVolume {
+    /// The node whose storage holds it (the API path of the deletion).
+    pub node: NodeName,
+    /// The volume ID, `storage:iso/capmox-<vmid>-<uid>.iso`.
+    pub volid: String,
+}
+
+/// The choice of node and template for the clone, made once and kept in
+/// memory until the clone is issued (placements in flight count for the
+/// placement of other machines; see `runtime::inflight`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The target node.
+    pub node: NodeName,
+    /// The template (replica) to clone, on its node.
+    pub template: TemplateVm,
+    /// The VM's memory, **bytes** (counts against the node until listed).
+    pub memory: u64,
+}
+
+/// A clone slot of the template was not granted: the machine waits in line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InLine {
+    /// Template VMID.
+    pub template: u32,
+    /// Clones of the template running.
+    pub running: usize,
+    /// Machines ahead in line.
+    pub ahead: usize,
+}
+
+/// A step that failed before (the retry state kept per machine and step):
+/// its failure and when the next attempt is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gate {
+    /// The step.
+    pub step: StepKind,
+    /// The failure class (a pve-client or Kubernetes error category, or a
+    /// task failure kind), e.g. `pve_transient`, `lock_timeout`.
+    pub class: &'static str,
+    /// What failed.
+    pub reason: Reason,
+    /// Consecutive failures of this step with this class.
+    pub attempts: u32,
+    /// Time left until the next attempt (zero: due now).
+    pub remaining: Duration,
+    /// When the next attempt is due (for the condition message).
+    pub due_at: Timestamp,
+    /// It failed in this reconcile: it is not tried again in it, however
+    /// short its delay (the failure is reported first).
+    pub fresh: bool,
+}
+
+/// What a step or observation did, folded into the facts by
+/// [`Facts::apply`] (pure). The retry gates are not changed here: the
+/// reconcile loop keeps them in the runtime and refreshes
+/// [`Facts::gates`] after every step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Observed {
+    /// The instance client.
+    Client(ClientFact),
+    /// The task.
+    Task(TaskFact),
+    /// The VM.
+    Vm(VmFact),
+    /// The VM's config was read (the VM is ours).
+    Config(VmConfig),
+    /// The VM's power state, read live.
+    Power(Power),
+    /// The VM is not on the node it was looked for (moved): forget the view.
+    VmMoved,
+    /// The claims.
+    Claims(ClaimsFact),
+    /// The claim objects that still exist.
+    ClaimObjects(ClaimObjects),
+    /// The guest agent.
+    Agent(AgentFact),
+    /// The bootstrap check.
+    Bootstrap(BootstrapFact),
+    /// Another machine in the same network holds a claimed address (`Some`:
+    /// the message), or none does.
+    Duplicates(Option<String>),
+    /// The bootstrap ISO volumes of this machine found on the instance's
+    /// ISO storages.
+    MediaFound(Vec<MediaVolume>),
+    /// The finalizer was added.
+    FinalizerAdded,
+    /// The finalizer was removed: the machine is gone.
+    FinalizerRemoved,
+    /// The instance was chosen and written to `spec.instance`.
+    InstanceChosen(String),
+    /// Node and template were chosen.
+    Planned(Plan),
+    /// A VMID was reserved and written to `spec.virtualMachineID`.
+    VmidReserved(u32),
+    /// The VMID was given up (taken by someone else before our clone).
+    VmidReplaced,
+    /// A clone slot was not granted.
+    InLine(InLine),
+    /// A task was started and recorded in `status.taskRef`.
+    TaskStarted(Operation),
+    /// The task in `status.taskRef` was accounted for and forgotten.
+    TaskCleared(TaskEnd),
+    /// Claims were created.
+    ClaimsCreated,
+    /// Claims were deleted.
+    ClaimsReleased,
+    /// The bootstrap ISO volume was recorded in `status.bootstrapMedia`
+    /// (before its upload).
+    MediaRecorded(MediaVolume),
+    /// The bootstrap ISO was uploaded (the upload ended).
+    MediaUploaded,
+    /// The bootstrap ISO volume is gone (deleted, or proven absent).
+    MediaDeleted(String),
+    /// The config was written; the VM's config is now this.
+    Configured(VmConfig),
+    /// The bootstrap ISO was ejected; the VM's config is now this.
+    Ejected(VmConfig),
+    /// A disk was grown synchronously; the VM's config is now this.
+    Resized(VmConfig),
+    /// providerID, addresses and `status.initialization.provisioned` are set.
+    Provisioned,
+    /// A step failed; the retry state of its step is now this.
+    Failed(Gate),
+    /// Several of the above, in order.
+    All(Vec<Observed>),
+}
+
+/// How a task ended, as `decide` read it (the step that forgets the task
+/// does the bookkeeping this calls for, and nothing else).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TaskEnd {
+    /// It did what it was for (`OK`, `WARNINGS: n`, a start of a VM that
+    /// already runs, a deletion of something already gone).
+    Succeeded(Operation),
+    /// It failed: the failure, as a retry gate of the step it belongs to.
+    Failed {
+        /// The operation.
+        op: Operation,
+        /// How.
+        kind: TaskFailureKind,
+        /// The reason for the condition.
+        reason: Reason,
+    },
+    /// The node forgot it: look at the VM again.
+    Lost(Operation),
+}
+
+/// Everything [`super::decide`] looks at.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Facts {
+    // ---- the ProxmoxMachine ----------------------------------------------
+    /// The machine name (VM name, host name).
+    pub name: String,
+    /// The ownership marker.
+    pub marker: Marker,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// Our finalizer is on the object.
+    pub has_finalizer: bool,
+    /// `spec.instance`.
+    pub instance: Option<String>,
+    /// `spec.virtualMachineID`, as written (validated by `decide`).
+    pub vmid: Option<u32>,
+    /// The VMID was reserved by the controller (the reservation annotation
+    /// names it), not given by a user.
+    pub vmid_reserved: bool,
+    /// The VMIDs this machine may use in its instance (its own range ▸ the
+    /// instance's ▸ Proxmox's), inclusive.
+    pub vmid_range: (u32, u32),
+    /// `status.initialization.provisioned`.
+    pub provisioned: bool,
+    /// A task is recorded (`status.taskRef`) or was issued by this process.
+    pub task_recorded: bool,
+    /// `status.bootstrapMedia`: the ISO volume recorded before its upload.
+    pub media_recorded: Option<MediaVolume>,
+    /// The bootstrap ISO file name (`capmox-<vmid>-<uid>.iso`).
+    pub iso_file: Option<String>,
+    /// The ISO for this VMID was uploaded (this process saw the upload end).
+    pub media_uploaded: bool,
+    /// What the spec asks of the VM (or why it cannot be expressed).
+    pub desired: Result<Desired, String>,
+    /// The spec's disk requests.
+    pub disks: Option<Disks>,
+    /// `checks.skipQemuGuestAgent`.
+    pub skip_agent: bool,
+    /// Confirm the bootstrap finished before `provisioned`.
+    pub check_bootstrap: bool,
+
+    // ---- the objects around it --------------------------------------------
+    /// The Cluster is paused or the object carries the pause annotation.
+    pub paused: bool,
+    /// Validation problems (joined), if any.
+    pub spec_problems: Option<String>,
+    /// Owner Machine.
+    pub owner: Owner,
+    /// Cluster and ProxmoxCluster.
+    pub cluster: ClusterFact,
+    /// The machine's instance cannot be used (placement rules against the
+    /// ProxmoxCluster's status), when `spec.instance` is set.
+    pub placement: Option<PlacementError>,
+
+    // ---- observed on request ------------------------------------------------
+    /// The instance client.
+    pub client: Option<ClientFact>,
+    /// The task.
+    pub task: Option<TaskFact>,
+    /// The VM.
+    pub vm: Option<VmFact>,
+    /// IP claims (creation).
+    pub claims: Option<ClaimsFact>,
+    /// Claim objects (deletion).
+    pub claim_objects: Option<ClaimObjects>,
+    /// Guest agent.
+    pub agent: Option<AgentFact>,
+    /// Bootstrap check.
+    pub bootstrap: Option<BootstrapFact>,
+    /// Duplicate addresses in the same network (`Some(None)`: none).
+    pub duplicates: Option<Option<String>>,
+    /// ISO volumes of this machine found by the deletion's sweep.
+    pub media_found: Option<Vec<MediaVolume>>,
+
+    // ---- memory of this process ---------------------------------------------
+    /// The node and template chosen for the clone (in flight).
+    pub plan: Option<Plan>,
+    /// The clone slot was refused.
+    pub in_line: Option<InLine>,
+    /// Steps that failed before, with their retry state.
+    pub gates: Vec<Gate>,
+}
+
+impl Facts {
+    /// The gate of `step`, if it failed before.
+    pub fn gate(&self, step: StepKind) -> Option<&Gate> {
+        self.gates.iter().find(|g| g.step == step)
+    }
+
+    /// Whether the ISO volume `volid` of this machine is attached to `config`.
+    pub fn media_attached(&self, config: &VmConfig) -> bool {
+        let Some(file) = &self.iso_file else {
+            return false;
+        };
+        let suffix = format!(":iso/{file}");
+        config
+            .disks
+            .values()
+            .any(|d| d.is_cdrom() && d.file.ends_with(&suffix))
+    }
+
+    /// Folds what a step or observation did into the facts.
+    pub fn apply(&mut self, o: Observed) {
+        match o {
+            Observed::Client(c) => self.client = Some(c),
+            Observed::Task(t) => self.task = Some(t),
+            Observed::Vm(v) => self.vm = Some(v),
+            Observed::Config(c) => self.set_config(c),
+            Observed::Power(p) => {
+                if let Some(VmFact::Ours(v)) = &mut self.vm {
+                    v.power = p;
+                    v.power_source = PowerSource::Live;
+                }
+            }
+            Observed::VmMoved => {
+                self.vm = None;
+                self.agent = None;
+            }
+            Observed::Claims(c) => self.claims = Some(c),
+            Observed::ClaimObjects(c) => self.claim_objects = Some(c),
+            Observed::Agent(a) => {
+                if a == AgentFact::VmStopped
+                    && let Some(VmFact::Ours(v)) = &mut self.vm
+                {
+                    v.power = Power::Stopped;
+                    v.power_source = PowerSource::Live;
+                }
+                self.agent = Some(a);
+            }
+            Observed::Bootstrap(b) => self.bootstrap = Some(b),
+            Observed::Duplicates(d) => self.duplicates = Some(d),
+            Observed::MediaFound(v) => self.media_found = Some(v),
+            Observed::FinalizerAdded => self.has_finalizer = true,
+            Observed::FinalizerRemoved => self.has_finalizer = false,
+            Observed::InstanceChosen(i) => self.instance = Some(i),
+            Observed::Planned(p) => self.plan = Some(p),
+            Observed::VmidReserved(v) => {
+                self.vmid = Some(v);
+                self.iso_file = Some(iso_file_name(v, self.marker.uid()));
+                self.vm = None;
+            }
+            Observed::VmidReplaced => {
+                self.vmid = None;
+                self.iso_file = None;
+                self.vm = None;
+                self.plan = None;
+            }
+            Observed::InLine(l) => self.in_line = Some(l),
+            Observed::TaskStarted(op) => {
+                self.task = Some(TaskFact::Running(op));
+                self.task_recorded = true;
+                self.in_line = None;
+                if op == Operation::Clone {
+                    self.plan = None;
+                }
+            }
+            Observed::TaskCleared(end) => {
+                self.task = None;
+                self.task_recorded = false;
+                self.agent = None;
+                match end {
+                    TaskEnd::Succeeded(Operation::Start) => self.set_power(Power::Running),
+                    TaskEnd::Succeeded(Operation::Shutdown | Operation::Stop) => {
+                        self.set_power(Power::Stopped)
+                    }
+                    TaskEnd::Succeeded(
+                        Operation::Upload | Operation::DeleteVolume | Operation::Configure,
+                    ) => {}
+                    TaskEnd::Succeeded(_) | TaskEnd::Lost(_) | TaskEnd::Failed { .. } => {
+                        self.vm = None;
+                    }
+                }
+            }
+            Observed::ClaimsCreated => self.claims = None,
+            Observed::ClaimsReleased => self.claim_objects = None,
+            Observed::MediaRecorded(m) => self.media_recorded = Some(m),
+            Observed::MediaUploaded => self.media_uploaded = true,
+            Observed::MediaDeleted(volid) => {
+                if self
+                    .media_recorded
+                    .as_ref()
+                    .is_some_and(|m| m.volid == volid)
+                {
+                    self.media_recorded = None;
+                    self.media_uploaded = false;
+                }
+                if let Some(found) = &mut self.media_found {
+                    found.retain(|m| m.volid != volid);
+                }
+            }
+            Observed::Configured(c) | Observed::Ejected(c) | Observed::Resized(c) => {
+                self.set_config(c)
+            }
+            Observed::Provisioned => self.provisioned = true,
+            Observed::Failed(mut g) => {
+                g.fresh = true;
+                self.gates.retain(|x| x.step != g.step);
+                self.gates.push(g);
+            }
+            Observed::All(list) => {
+                for o in list {
+                    self.apply(o);
+                }
+            }
+        }
+    }
+
+    fn set_config(&mut self, c: VmConfig) {
+        if let Some(VmFact::Ours(v)) = &mut self.vm {
+            v.lock = c.lock.clone();
+            v.config = Some(c);
+        }
+    }
+
+    fn set_power(&mut self, p: Power) {
+        if let Some(VmFact::Ours(v)) = &mut self.vm {
+            v.power = p;
+            v.power_source = PowerSource::Live;
+        }
+    }
+
+    /// The recorded VMID as Proxmox's type, if it is one.
+    pub fn vm_id(&self) -> Option<VmId> {
+        self.vmid.and_then(|v| VmId::new(v).ok())
+    }
+}
+
+/// The disk slot names of a config's CD-ROMs holding `file` (for tests and
+/// the eject step).
+pub fn cdrom_slots(config: &VmConfig, file: &str) -> Vec<DiskSlot> {
+    let suffix = format!(":iso/{file}");
+    config
+        .disks
+        .iter()
+        .filter(|(_, d)| d.is_cdrom() && d.file.ends_with(&suffix))
+        .map(|(s, _)| *s)
+        .collect()
+}

@@ -1,0 +1,75 @@
+//! This machine's bootstrap ISO volumes on the instance's ISO storages: the
+//! deletion's sweep, so an ISO whose record was lost to a crash (or never
+//! written, by an older version) is still found and deleted.
+//!
+//! Every storage with content `iso` is listed once (a shared storage from
+//! one node, a local one from each node that has it) with
+//! `GET /nodes/{node}/storage/{storage}/content?content=iso`; files named
+//! after this machine's UID (`capmox-<vmid>-<uid>.iso`) are reported.
+
+use std::collections::BTreeSet;
+
+use crate::machine::context::Run;
+use crate::machine::decide::{Facts, MediaVolume, Observed, VmFact};
+use crate::machine::vm::marker::is_iso_of;
+use crate::pve::{NodeName, StorageId};
+use crate::reasons::Reason;
+
+/// Lists this machine's ISO volumes.
+pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
+    let unreachable = |detail: String| {
+        Observed::Vm(VmFact::Unreachable(Reason::InstanceUnreachable {
+            instance: facts.instance.clone().unwrap_or_default(),
+            detail,
+        }))
+    };
+    let Ok(inst) = run.instance().cloned() else {
+        return unreachable("no client".into());
+    };
+    let snap = match run
+        .rt()
+        .resources
+        .get(&inst.identity, inst.api.as_ref(), None)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => return unreachable(e.to_string()),
+    };
+    let mut seen_shared = BTreeSet::new();
+    let mut found = Vec::new();
+    for s in snap
+        .storages()
+        .into_iter()
+        .filter(|s| s.available && s.content.iter().any(|c| c == "iso"))
+    {
+        if s.shared && !seen_shared.insert(s.storage.clone()) {
+            continue;
+        }
+        let (Ok(node), Ok(sid)) = (
+            NodeName::new(s.node.clone()),
+            StorageId::new(s.storage.clone()),
+        ) else {
+            continue;
+        };
+        match inst
+            .api
+            .storage_content(&node, &sid, Some("iso"), None)
+            .await
+        {
+            Ok(list) => found.extend(list.into_iter().filter_map(|v| {
+                let file = v.volid.rsplit('/').next()?;
+                is_iso_of(file, &run.me.uid).then(|| MediaVolume {
+                    node: node.clone(),
+                    volid: v.volid.clone(),
+                })
+            })),
+            Err(e) => {
+                return unreachable(format!(
+                    "cannot list the ISO volumes of storage {} on {}: {e}",
+                    s.storage, s.node
+                ));
+            }
+        }
+    }
+    Observed::MediaFound(found)
+}

@@ -1,0 +1,13 @@
+//! Where a VM goes: pure rules for the choices made before the clone.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`placement`] | which instance (pin ▸ failure domain ▸ mode policy) |
+//! | [`scheduler`] | which node (allowed ∩ online, memory, spread, storage locality) |
+//! | [`template`] | which template (`templateID` or tag selector policies) |
+//! | [`vmid`] | VMID ranges and reservations per Proxmox cluster |
+
+pub mod placement;
+pub mod scheduler;
+pub mod template;
+pub mod vmid;

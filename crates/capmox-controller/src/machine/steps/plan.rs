@@ -1,0 +1,262 @@
+//! Choose the node and the template (replica) for the clone, and register
+//! the choice as a placement in flight.
+//!
+//! The template comes from the machine's own template fields or its
+//! instance's ([`crate::machine::plan::template`]); the node from the
+//! scheduler ([`crate::machine::plan::scheduler`]): allowed and online
+//! nodes, memory, storage locality (a template on node-local storage can
+//! only be cloned on its node, docs/field-cases.md B05), and spread — the
+//! fewest machines of this CAPI cluster, counting the placements in flight
+//! ([`crate::machine::runtime::inflight`]) so concurrent scale-ups spread.
+//! The choice is made under the Proxmox cluster's planning lock.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::ResourceExt;
+
+use crate::machine::context::Run;
+use crate::machine::decide::{Facts, Observed, Plan, StepKind};
+use crate::machine::observe::duplicates::latest_known;
+use crate::machine::plan::scheduler::{self, Locality, Request};
+use crate::machine::plan::template::{self, Resolved, TemplateError};
+use crate::machine::runtime::inflight::Placement;
+use crate::machine::runtime::resources::Snapshot;
+use crate::machine::runtime::slots::TemplateKey;
+use crate::pve::{NodeName, PveError, VmConfig, VmId};
+use crate::reasons::Reason;
+
+/// Plans the clone.
+pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
+    let fail = |run: &Run<'_>, class: &'static str, reason: Reason| {
+        super::failed(run, StepKind::Plan, class, reason)
+    };
+    let inst = match run.instance() {
+        Ok(i) => i.clone(),
+        Err(e) => return fail(run, "precondition", Reason::InvalidSpec(e.to_string())),
+    };
+    let Some(eff) = run.world.instance.clone() else {
+        return fail(
+            run,
+            "precondition",
+            Reason::InvalidSpec(format!(
+                "spec.instance {:?} is not an instance of the ProxmoxCluster",
+                inst.name
+            )),
+        );
+    };
+    let lock = run.rt().inflight.planning_lock(&inst.identity);
+    let _guard = lock.lock().await;
+    let snap = match run
+        .rt()
+        .resources
+        .get(&inst.identity, inst.api.as_ref(), None)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            return super::pve_failed(run, StepKind::Plan, &e, unreachable(&inst.name, &e));
+        }
+    };
+    let spec = &run.machine.spec;
+    let resolved = match template::request_for(spec, &inst.name, eff.spec.template.as_ref())
+        .and_then(|r| template::resolve(&r, &inst.name, &snap.template_candidates()))
+    {
+        Ok(r) => r,
+        Err(e) => return fail(run, "template", Reason::Template(e)),
+    };
+    let first = resolved.all()[0].clone();
+    let key = TemplateKey::new(&inst.identity, first.vmid);
+    let tcfg = match run.rt().template_config(&key) {
+        Some(c) => c,
+        None => {
+            let (Ok(n), Ok(id)) = (NodeName::new(first.node.clone()), VmId::new(first.vmid)) else {
+                return fail(
+                    run,
+                    "template",
+                    Reason::Template(TemplateError::NotFound {
+                        vmid: first.vmid,
+                        instance: inst.name.clone(),
+                    }),
+                );
+            };
+            match inst.api.vm_config(&n, id).await {
+                Ok(c) => {
+                    run.rt().cache_template(key, c.clone());
+                    c
+                }
+                Err(e @ PveError::NotFound { .. }) => {
+                    return super::pve_failed(
+                        run,
+                        StepKind::Plan,
+                        &e,
+                        Reason::Template(TemplateError::NotFound {
+                            vmid: first.vmid,
+                            instance: inst.name.clone(),
+                        }),
+                    );
+                }
+                Err(e) => {
+                    return super::pve_failed(run, StepKind::Plan, &e, unreachable(&inst.name, &e));
+                }
+            }
+        }
+    };
+    let memory = spec
+        .memory_mib
+        .map(u64::from)
+        .or(tcfg.memory_mib)
+        .unwrap_or(512)
+        << 20;
+    let request = Request {
+        memory,
+        instance_nodes: eff.spec.nodes.clone(),
+        machine_nodes: spec.allowed_nodes.clone(),
+        target: spec.target.clone(),
+        memory_adjustment: eff.scheduler_hints.memory_adjustment.unwrap_or(100),
+        cluster_machines: cluster_machines(run, facts, &inst.identity, &snap),
+        locality: locality(&resolved, &tcfg, spec.storage.as_deref(), &snap),
+    };
+    let loads = snap.loads();
+    let listed: BTreeSet<u32> = loads
+        .iter()
+        .filter(|l| l.maxmem.is_some())
+        .map(|l| l.vmid)
+        .collect();
+    let pending = run.rt().inflight.pending(&inst.identity, &listed);
+    let placed = match scheduler::choose_node(&request, &snap.nodes(), &loads, &pending) {
+        Ok(p) => p,
+        Err(e) => return fail(run, "schedule", Reason::NoNode(e)),
+    };
+    let Some(source) = resolved.for_node(&placed.node).cloned() else {
+        return fail(
+            run,
+            "template",
+            Reason::Template(TemplateError::NotFound {
+                vmid: first.vmid,
+                instance: inst.name.clone(),
+            }),
+        );
+    };
+    let Ok(node) = NodeName::new(placed.node.clone()) else {
+        return fail(
+            run,
+            "schedule",
+            Reason::InvalidSpec(format!("node name {:?} is not valid", placed.node)),
+        );
+    };
+    run.rt().inflight.place(
+        &inst.identity,
+        &run.me.uid,
+        Placement {
+            cluster: run.me.cluster_key(),
+            node: node.clone(),
+        },
+    );
+    let plan = Plan {
+        node,
+        template: source,
+        memory,
+    };
+    run.rt()
+        .update_memo(&run.me.uid, |m| m.plan = Some(plan.clone()));
+    Observed::Planned(plan)
+}
+
+/// Machines of this CAPI cluster per node of this Proxmox cluster: each
+/// machine once, where its placement in flight says, else where its status
+/// says, else where the listing shows its VMID.
+fn cluster_machines(
+    run: &Run<'_>,
+    facts: &Facts,
+    identity: &crate::clients::Identity,
+    snap: &Snapshot,
+) -> BTreeMap<String, u32> {
+    let me = run.me.cluster_key();
+    let inflight: BTreeMap<String, Placement> = run
+        .rt()
+        .inflight
+        .placements(identity)
+        .into_iter()
+        .filter(|(uid, p)| p.cluster == me && *uid != run.me.uid)
+        .collect();
+    let mut per_node = BTreeMap::new();
+    for p in inflight.values() {
+        *per_node.entry(p.node.as_str().to_string()).or_insert(0u32) += 1;
+    }
+    let cluster = run.me.cluster.clone().unwrap_or_default();
+    for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
+        let Some(uid) = m.uid() else { continue };
+        if uid == run.me.uid || inflight.contains_key(&uid) {
+            continue;
+        }
+        let m = latest_known(run, m);
+        if m.spec.instance.as_deref() != facts.instance.as_deref() {
+            continue;
+        }
+        let node = m
+            .status
+            .as_ref()
+            .and_then(|s| s.proxmox_node.clone())
+            .or_else(|| {
+                m.spec
+                    .virtual_machine_id
+                    .and_then(|v| snap.vm(v))
+                    .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
+            });
+        if let Some(n) = node {
+            *per_node.entry(n).or_insert(0) += 1;
+        }
+    }
+    per_node
+}
+
+fn unreachable(instance: &str, e: &PveError) -> Reason {
+    Reason::InstanceUnreachable {
+        instance: instance.to_string(),
+        detail: e.to_string(),
+    }
+}
+
+/// Where a clone of `resolved` can go: anywhere when every template disk
+/// (and the requested target storage) is shared, else only the template's
+/// node (or, for replicas, each replica's own node) — docs/field-cases.md B05.
+pub fn locality(
+    resolved: &Resolved,
+    template: &VmConfig,
+    target_storage: Option<&str>,
+    snap: &Snapshot,
+) -> Option<Locality> {
+    if let Resolved::Replicas(v) = resolved {
+        return Some(Locality {
+            nodes: v.iter().map(|t| t.node.clone()).collect(),
+            why: "the template is replicated per node; each VM is cloned from the replica on its node".into(),
+        });
+    }
+    let node = resolved.all().first().map(|t| t.node.clone())?;
+    let vmid = resolved.all().first().map(|t| t.vmid)?;
+    let mut disks: Vec<(String, String)> = template
+        .disks
+        .iter()
+        .filter(|(_, d)| !d.is_cdrom())
+        .filter_map(|(slot, d)| Some((slot.to_string(), d.storage()?.to_string())))
+        .collect();
+    for (key, d) in [
+        ("efidisk0", &template.efidisk0),
+        ("tpmstate0", &template.tpmstate0),
+    ] {
+        if let Some(s) = d.as_ref().and_then(|d| d.storage()) {
+            disks.push((key.to_string(), s.to_string()));
+        }
+    }
+    let local = disks
+        .iter()
+        .find(|(_, s)| snap.is_shared(s) != Some(true))
+        .map(|(k, s)| format!("template {vmid} has {k} on {s}, which is not shared"));
+    let target_local = target_storage
+        .filter(|s| snap.is_shared(s) != Some(true))
+        .map(|s| format!("the target storage {s} is not shared"));
+    local.or(target_local).map(|why| Locality {
+        nodes: [node].into(),
+        why,
+    })
+}

@@ -1,0 +1,14 @@
+//! The VM's shape: pure rules about what the VM should look like and how
+//! it is recognised.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`marker`] | the ownership marker (tag, description line), the bootstrap ISO's file name |
+//! | [`vmconfig`] | the one config write; idempotent compare |
+//! | [`disks`] | grow-only resizes |
+//! | [`addresses`] | guest agent interfaces → machine addresses |
+
+pub mod addresses;
+pub mod disks;
+pub mod marker;
+pub mod vmconfig;

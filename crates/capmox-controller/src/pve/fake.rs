@@ -1,0 +1,591 @@
+//! An in-memory Proxmox for the per-step unit tests: VMs with configs,
+//! power states and locks, ISO volumes, tasks that end when they are
+//! created, and errors queued per method. It answers with `pve-client`'s
+//! own types and error variants, and records every call, so a test asserts
+//! what a step asked of Proxmox and what it made of the answer.
+//!
+//! It is deliberately small: behaviour the steps do not rely on (schema
+//! validation, locks over time, cluster-file-system lag) is `pve-sim`'s
+//! job, which the integration and end-to-end tests use.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use pve_client::error::CallContext;
+use pve_client::{ConflictKind, Missing};
+use serde_json::{Value, json};
+
+use super::*;
+
+/// A VM of the fake.
+#[derive(Clone, Debug)]
+pub struct FakeVm {
+    /// Its node.
+    pub node: String,
+    /// Its config as Proxmox stores it (key → option string).
+    pub config: BTreeMap<String, Value>,
+    /// Running.
+    pub running: bool,
+}
+
+/// What the fake holds.
+#[derive(Debug, Default)]
+pub struct State {
+    /// VMs by VMID.
+    pub vms: BTreeMap<u32, FakeVm>,
+    /// Volumes by storage: volume IDs (`storage:iso/file`).
+    pub volumes: BTreeMap<String, Vec<String>>,
+    /// Exit status of every task, by UPID.
+    pub tasks: HashMap<String, String>,
+    /// Errors to answer, per method name, first in first out.
+    pub errors: HashMap<&'static str, VecDeque<PveError>>,
+    /// Every call: method name and its main argument.
+    pub calls: Vec<(&'static str, String)>,
+    /// Exit status of the next task started (default `OK`).
+    pub next_exit: VecDeque<String>,
+}
+
+/// The in-memory Proxmox.
+#[derive(Debug, Default)]
+pub struct FakeProxmox {
+    /// Its state (tests read and change it directly).
+    pub state: Mutex<State>,
+}
+
+fn ctx(method: &'static str, path: String) -> Box<CallContext> {
+    Box::new(CallContext {
+        instance: "fake".into(),
+        method,
+        path,
+    })
+}
+
+/// A `NotFound` of a VM, as Proxmox words it.
+pub fn vm_missing(node: &str, vmid: u32) -> PveError {
+    PveError::NotFound {
+        ctx: ctx("GET", format!("/nodes/{node}/qemu/{vmid}/config")),
+        missing: Missing::Vm,
+        message: format!(
+            "Configuration file 'nodes/{node}/qemu-server/{vmid}.conf' does not exist"
+        ),
+    }
+}
+
+/// A 500 that the client classifies as transient.
+pub fn transient(path: &str) -> PveError {
+    PveError::Transient {
+        ctx: ctx("POST", path.to_string()),
+        cause: pve_client::TransientCause::Status(500),
+        message: "internal error".into(),
+    }
+}
+
+/// A conflict of `kind`.
+pub fn conflict(kind: ConflictKind, message: &str) -> PveError {
+    PveError::Conflict {
+        ctx: ctx("POST", "/".into()),
+        kind,
+        message: message.into(),
+    }
+}
+
+impl FakeProxmox {
+    /// An empty fake.
+    pub fn new() -> FakeProxmox {
+        FakeProxmox::default()
+    }
+
+    /// Adds a VM with a config given as `key=value` pairs.
+    pub fn add_vm(&self, vmid: u32, node: &str, running: bool, config: &[(&str, &str)]) {
+        let config = config
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), Value::String((*v).to_string())))
+            .collect();
+        self.lock().vms.insert(
+            vmid,
+            FakeVm {
+                node: node.into(),
+                config,
+                running,
+            },
+        );
+    }
+
+    /// Queues an error for the next call of `method`.
+    pub fn fail_next(&self, method: &'static str, e: PveError) {
+        self.lock().errors.entry(method).or_default().push_back(e);
+    }
+
+    /// Makes the next task end with `exitstatus`.
+    pub fn next_task_exit(&self, exitstatus: &str) {
+        self.lock().next_exit.push_back(exitstatus.into());
+    }
+
+    /// The calls made so far, by method name.
+    pub fn calls(&self) -> Vec<&'static str> {
+        self.lock().calls.iter().map(|(m, _)| *m).collect()
+    }
+
+    /// A copy of a VM.
+    pub fn vm(&self, vmid: u32) -> Option<FakeVm> {
+        self.lock().vms.get(&vmid).cloned()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn enter(&self, method: &'static str, arg: String) -> Result<(), PveError> {
+        let mut s = self.lock();
+        s.calls.push((method, arg));
+        match s.errors.get_mut(method).and_then(VecDeque::pop_front) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    fn task(&self, node: &NodeName, worker: &str, id: &str) -> Upid {
+        let mut s = self.lock();
+        let n = s.tasks.len() as u32 + 1;
+        let upid = Upid::new(
+            node.clone(),
+            n,
+            1,
+            1_700_000_000 + u64::from(n),
+            worker,
+            id,
+            "capmox@pve!capi",
+        )
+        .unwrap_or_else(|_| unreachable_upid());
+        let exit = s.next_exit.pop_front().unwrap_or_else(|| "OK".into());
+        s.tasks.insert(upid.as_str().to_string(), exit);
+        upid
+    }
+
+    fn with_vm<T>(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        f: impl FnOnce(&mut FakeVm) -> Result<T, PveError>,
+    ) -> Result<T, PveError> {
+        let mut s = self.lock();
+        match s.vms.get_mut(&vmid.get()) {
+            Some(vm) if vm.node == node.as_str() => f(vm),
+            _ => Err(vm_missing(node.as_str(), vmid.get())),
+        }
+    }
+}
+
+fn unreachable_upid() -> Upid {
+    // The fields above are always valid; this only satisfies the type.
+    match Upid::parse("UPID:fake:00000001:00000001:00000001:qmstart:100:root@pam:") {
+        Ok(u) => u,
+        Err(e) => panic!("fake UPID: {e}"),
+    }
+}
+
+fn config_of(vm: &FakeVm) -> Result<VmConfig, PveError> {
+    VmConfig::from_map(vm.config.clone()).map_err(|e| PveError::Decode {
+        ctx: ctx("GET", "/config".into()),
+        message: e.to_string(),
+    })
+}
+
+fn apply(vm: &mut FakeVm, update: &ConfigUpdate) {
+    for (k, v) in update.changes() {
+        if k != "digest" {
+            vm.config.insert(k.clone(), Value::String(v.clone()));
+        }
+    }
+    for k in update.deletions() {
+        vm.config.remove(k);
+    }
+}
+
+#[async_trait]
+impl ProxmoxApi for FakeProxmox {
+    fn instance(&self) -> &str {
+        "fake"
+    }
+
+    fn origin(&self) -> &str {
+        "https://fake:8006"
+    }
+
+    async fn version(&self) -> Result<VersionInfo, PveError> {
+        self.enter("version", String::new())?;
+        serde_json::from_value(json!({"version": "9.1.0", "release": "9.1", "repoid": "fake"}))
+            .map_err(|e| PveError::Decode {
+                ctx: ctx("GET", "/version".into()),
+                message: e.to_string(),
+            })
+    }
+
+    async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>, PveError> {
+        self.enter("cluster_status", String::new())?;
+        Ok(Vec::new())
+    }
+
+    async fn cluster_resources(
+        &self,
+        _kind: Option<ResourceType>,
+    ) -> Result<Vec<ClusterResource>, PveError> {
+        self.enter("cluster_resources", String::new())?;
+        let s = self.lock();
+        let list: Vec<Value> = s
+            .vms
+            .iter()
+            .map(|(vmid, vm)| {
+                json!({
+                    "id": format!("qemu/{vmid}"),
+                    "type": "qemu",
+                    "vmid": vmid,
+                    "node": vm.node,
+                    "status": if vm.running { "running" } else { "stopped" },
+                    "tags": vm.config.get("tags").cloned().unwrap_or(Value::Null),
+                    "template": vm.config.get("template").cloned().unwrap_or(json!(0)),
+                })
+            })
+            .collect();
+        serde_json::from_value(Value::Array(list)).map_err(|e| PveError::Decode {
+            ctx: ctx("GET", "/cluster/resources".into()),
+            message: e.to_string(),
+        })
+    }
+
+    async fn storage_content(
+        &self,
+        _node: &NodeName,
+        storage: &StorageId,
+        _content: Option<&str>,
+        _vmid: Option<VmId>,
+    ) -> Result<Vec<StorageVolume>, PveError> {
+        self.enter("storage_content", storage.as_str().to_string())?;
+        let s = self.lock();
+        let list: Vec<Value> = s
+            .volumes
+            .get(storage.as_str())
+            .into_iter()
+            .flatten()
+            .map(|v| json!({"volid": v, "content": "iso", "format": "iso"}))
+            .collect();
+        serde_json::from_value(Value::Array(list)).map_err(|e| PveError::Decode {
+            ctx: ctx("GET", "/content".into()),
+            message: e.to_string(),
+        })
+    }
+
+    async fn upload_iso(
+        &self,
+        node: &NodeName,
+        storage: &StorageId,
+        filename: &str,
+        _bytes: Vec<u8>,
+    ) -> Result<Option<Upid>, PveError> {
+        let volid = format!("{}:iso/{filename}", storage.as_str());
+        self.enter("upload_iso", volid.clone())?;
+        {
+            let mut s = self.lock();
+            let list = s.volumes.entry(storage.as_str().to_string()).or_default();
+            if list.contains(&volid) {
+                return Err(conflict(
+                    ConflictKind::AlreadyExists,
+                    &format!("volume '{volid}' already exists"),
+                ));
+            }
+            list.push(volid);
+        }
+        Ok(Some(self.task(node, "imgcopy", "")))
+    }
+
+    async fn delete_volume(
+        &self,
+        node: &NodeName,
+        storage: &StorageId,
+        volid: &str,
+    ) -> Result<Option<Upid>, PveError> {
+        self.enter("delete_volume", volid.to_string())?;
+        {
+            let mut s = self.lock();
+            let list = s.volumes.entry(storage.as_str().to_string()).or_default();
+            let Some(i) = list.iter().position(|v| v == volid) else {
+                return Err(PveError::NotFound {
+                    ctx: ctx(
+                        "DELETE",
+                        format!("/storage/{}/content/{volid}", storage.as_str()),
+                    ),
+                    missing: Missing::Volume,
+                    message: format!("volume '{volid}' does not exist"),
+                });
+            };
+            list.remove(i);
+        }
+        Ok(Some(self.task(node, "imgdel", "")))
+    }
+
+    async fn vm_config(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError> {
+        self.enter("vm_config", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| config_of(vm))
+    }
+
+    async fn update_vm_config_async(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        update: &ConfigUpdate,
+    ) -> Result<Option<Upid>, PveError> {
+        self.enter("update_vm_config_async", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| {
+            apply(vm, update);
+            Ok(())
+        })?;
+        Ok(Some(self.task(node, "qmconfig", &vmid.to_string())))
+    }
+
+    async fn update_vm_config_sync(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        update: &ConfigUpdate,
+    ) -> Result<(), PveError> {
+        self.enter("update_vm_config_sync", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| {
+            apply(vm, update);
+            Ok(())
+        })
+    }
+
+    async fn vm_status(&self, node: &NodeName, vmid: VmId) -> Result<VmStatus, PveError> {
+        self.enter("vm_status", vmid.to_string())?;
+        let running = self.with_vm(node, vmid, |vm| Ok(vm.running))?;
+        serde_json::from_value(json!({"status": if running { "running" } else { "stopped" }}))
+            .map_err(|e| PveError::Decode {
+                ctx: ctx("GET", "/status/current".into()),
+                message: e.to_string(),
+            })
+    }
+
+    async fn resize_disk(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        disk: DiskSlot,
+        size: DiskSize,
+    ) -> Result<Option<Upid>, PveError> {
+        self.enter("resize_disk", format!("{vmid} {disk} {size}"))?;
+        self.with_vm(node, vmid, |vm| {
+            let key = disk.to_string();
+            let Some(Value::String(cur)) = vm.config.get(&key).cloned() else {
+                return Err(PveError::InvalidParameter {
+                    ctx: ctx("PUT", "/resize".into()),
+                    errors: BTreeMap::new(),
+                    message: format!("disk '{key}' does not exist"),
+                });
+            };
+            let kept: Vec<&str> = cur.split(',').filter(|p| !p.starts_with("size=")).collect();
+            vm.config.insert(
+                key,
+                Value::String(format!("{},size={size}", kept.join(","))),
+            );
+            Ok(())
+        })?;
+        Ok(Some(self.task(node, "resize", &vmid.to_string())))
+    }
+
+    async fn delete_vm(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _options: DeleteOptions,
+    ) -> Result<Upid, PveError> {
+        self.enter("delete_vm", vmid.to_string())?;
+        let running = self.with_vm(node, vmid, |vm| Ok(vm.running))?;
+        if running {
+            return Err(conflict(
+                ConflictKind::VmRunning,
+                &format!("VM {vmid} is running - destroy failed"),
+            ));
+        }
+        self.lock().vms.remove(&vmid.get());
+        Ok(self.task(node, "qmdestroy", &vmid.to_string()))
+    }
+
+    async fn clone_vm(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        request: &CloneRequest,
+    ) -> Result<Upid, PveError> {
+        let newid = request.newid.get();
+        self.enter("clone_vm", format!("{vmid}->{newid}"))?;
+        let target = request.target.as_ref().unwrap_or(node).as_str().to_string();
+        let mut s = self.lock();
+        let Some(src) = s.vms.get(&vmid.get()).cloned() else {
+            return Err(vm_missing(node.as_str(), vmid.get()));
+        };
+        if s.vms.contains_key(&newid) {
+            return Err(conflict(
+                ConflictKind::AlreadyExists,
+                &format!("unable to create VM {newid} - VM {newid} already exists"),
+            ));
+        }
+        let mut config = src.config.clone();
+        config.remove("template");
+        if let Some(n) = &request.name {
+            config.insert("name".into(), Value::String(n.clone()));
+        }
+        if let Some(d) = &request.description {
+            config.insert("description".into(), Value::String(d.clone()));
+        }
+        config.insert(
+            "smbios1".into(),
+            Value::String(format!("uuid=00000000-0000-4000-8000-{newid:012}")),
+        );
+        s.vms.insert(
+            newid,
+            FakeVm {
+                node: target,
+                config,
+                running: false,
+            },
+        );
+        drop(s);
+        Ok(self.task(node, "qmclone", &vmid.to_string()))
+    }
+
+    async fn start_vm(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _options: StartOptions,
+    ) -> Result<Upid, PveError> {
+        self.enter("start_vm", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| {
+            vm.running = true;
+            Ok(())
+        })?;
+        Ok(self.task(node, "qmstart", &vmid.to_string()))
+    }
+
+    async fn stop_vm(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _options: StopOptions,
+    ) -> Result<Upid, PveError> {
+        self.enter("stop_vm", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| {
+            vm.running = false;
+            Ok(())
+        })?;
+        Ok(self.task(node, "qmstop", &vmid.to_string()))
+    }
+
+    async fn shutdown_vm(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _options: ShutdownOptions,
+    ) -> Result<Upid, PveError> {
+        self.enter("shutdown_vm", vmid.to_string())?;
+        self.with_vm(node, vmid, |vm| {
+            vm.running = false;
+            Ok(())
+        })?;
+        Ok(self.task(node, "qmshutdown", &vmid.to_string()))
+    }
+
+    async fn agent_network_interfaces(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+    ) -> Result<Vec<GuestInterface>, PveError> {
+        self.enter("agent_network_interfaces", vmid.to_string())?;
+        self.with_vm(node, vmid, |_| Ok(Vec::new()))
+    }
+
+    async fn agent_exec(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _command: &[&str],
+    ) -> Result<u64, PveError> {
+        self.enter("agent_exec", vmid.to_string())?;
+        self.with_vm(node, vmid, |_| Ok(1))
+    }
+
+    async fn agent_exec_status(
+        &self,
+        node: &NodeName,
+        vmid: VmId,
+        _pid: u64,
+    ) -> Result<ExecStatus, PveError> {
+        self.enter("agent_exec_status", vmid.to_string())?;
+        self.with_vm(node, vmid, |_| {
+            Ok(ExecStatus {
+                exited: true,
+                exitcode: Some(0),
+                out_data: Some("success\n".into()),
+                ..ExecStatus::default()
+            })
+        })
+    }
+
+    async fn node_tasks(
+        &self,
+        node: &NodeName,
+        _since: Option<u64>,
+        _limit: u32,
+    ) -> Result<Vec<TaskListEntry>, PveError> {
+        self.enter("node_tasks", node.as_str().to_string())?;
+        let s = self.lock();
+        let list: Vec<Value> = s
+            .tasks
+            .iter()
+            .filter(|(u, _)| u.split(':').nth(1) == Some(node.as_str()))
+            .map(|(u, exit)| json!({"upid": u, "status": exit}))
+            .collect();
+        serde_json::from_value(Value::Array(list)).map_err(|e| PveError::Decode {
+            ctx: ctx("GET", "/tasks".into()),
+            message: e.to_string(),
+        })
+    }
+
+    async fn task_ended(&self, upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError> {
+        self.enter("task_ended", upid.as_str().to_string())?;
+        ended(upid, exitstatus)
+    }
+
+    async fn wait_task(&self, upid: &Upid, _options: WaitOptions) -> Result<TaskOutcome, PveError> {
+        self.enter("wait_task", upid.as_str().to_string())?;
+        let exit = self.lock().tasks.get(upid.as_str()).cloned();
+        match exit {
+            Some(e) => ended(upid, e),
+            None => Err(PveError::NotFound {
+                ctx: ctx("GET", format!("/tasks/{}/status", upid.as_str())),
+                missing: Missing::Task,
+                message: "no such task".into(),
+            }),
+        }
+    }
+}
+
+fn ended(upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError> {
+    match pve_client::task::success_warnings(&exitstatus) {
+        Some(warnings) => Ok(TaskOutcome {
+            upid: upid.clone(),
+            exitstatus,
+            warnings,
+        }),
+        None => Err(PveError::TaskFailed {
+            instance: "fake".into(),
+            upid: upid.clone(),
+            kind: pve_client::error::task_failure_kind(&exitstatus),
+            exitstatus,
+            log_tail: Vec::new(),
+        }),
+    }
+}
