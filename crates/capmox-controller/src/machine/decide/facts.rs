@@ -319,8 +319,15 @@ pub enum Observed {
     FinalizerAdded,
     /// The finalizer was removed: the machine is gone.
     FinalizerRemoved,
-    /// The instance was chosen and written to `spec.instance`.
-    InstanceChosen(String),
+    /// The instance was chosen and written to `spec.instance`; the VMIDs
+    /// the machine may use there.
+    InstanceChosen {
+        /// The instance.
+        instance: String,
+        /// The machine's VMID range in it (its own ▸ the instance's ▸
+        /// Proxmox's), inclusive.
+        vmid_range: (u32, u32),
+    },
     /// Node and template were chosen.
     Planned(Plan),
     /// A VMID was reserved and written to `spec.virtualMachineID`.
@@ -512,7 +519,13 @@ impl Facts {
             Observed::MediaFound(v) => self.media_found = Some(v),
             Observed::FinalizerAdded => self.has_finalizer = true,
             Observed::FinalizerRemoved => self.has_finalizer = false,
-            Observed::InstanceChosen(i) => self.instance = Some(i),
+            Observed::InstanceChosen {
+                instance,
+                vmid_range,
+            } => {
+                self.instance = Some(instance);
+                self.vmid_range = vmid_range;
+            }
             Observed::Planned(p) => self.plan = Some(p),
             Observed::VmidReserved(v) => {
                 self.vmid = Some(v);

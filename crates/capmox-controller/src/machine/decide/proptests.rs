@@ -447,7 +447,10 @@ impl World {
             }
             Step::ChooseInstance => {
                 self.instance = true;
-                Observed::InstanceChosen("dc-a".into())
+                Observed::InstanceChosen {
+                    instance: "dc-a".into(),
+                    vmid_range: (100, 999_999_999),
+                }
             }
             Step::EnsureClaims => {
                 self.claim = Some(false);

@@ -20,7 +20,7 @@ use crate::machine::decide::{Observed, StepKind};
 use crate::machine::observe::duplicates::latest_known;
 use crate::machine::observe::kube::placement_input;
 use crate::machine::plan::{placement, scheduler};
-use crate::reasons::{Reason, Selected};
+use crate::reasons::Reason;
 
 /// Chooses the instance and writes it.
 ///
@@ -81,6 +81,10 @@ pub async fn choose(run: &mut Run<'_>) -> Result<Observed, Error> {
     let why = choice.reason;
     info!(instance = %choice.instance, why = ?why, "instance chosen");
     run.world.instance = instances::effective_instance(&pc.spec, &choice.instance);
+    let range = crate::machine::plan::vmid::effective_range(
+        run.machine.spec.vm_id_range,
+        run.world.instance.as_ref().and_then(|e| e.spec.vm_id_range),
+    );
     run.event(
         EventKind::Normal,
         Reason::InstanceSelected {
@@ -88,8 +92,10 @@ pub async fn choose(run: &mut Run<'_>) -> Result<Observed, Error> {
             why,
         },
     );
-    let _: Selected = why;
-    Ok(Observed::InstanceChosen(choice.instance))
+    Ok(Observed::InstanceChosen {
+        instance: choice.instance,
+        vmid_range: (range.start, range.end),
+    })
 }
 
 /// Free memory over an instance's allowed online nodes (the tie breaker),
