@@ -40,6 +40,7 @@ mod selector;
 mod sim;
 mod store;
 mod tls;
+pub mod validation;
 
 pub use error::KubeSimError;
 pub use sim::{KubeSim, KubeSimOptions};
