@@ -12,6 +12,7 @@
 //! | [`credentials`] | credentials Secret → client configuration |
 //! | [`clients`] | per-instance client cache |
 //! | [`instances`] | the effective instances of a ProxmoxCluster |
+//! | [`names`] | every identifier derived from Kubernetes names or user input, within its receiving limits |
 //! | [`context`] | what every controller shares |
 //! | [`metrics`], [`telemetry`], [`events`] | Prometheus metrics, logs, Kubernetes events |
 //! | [`cluster`] | the ProxmoxCluster reconciler |
@@ -36,6 +37,7 @@ pub mod instances;
 pub mod machine;
 pub mod manager;
 pub mod metrics;
+pub mod names;
 pub mod pve;
 pub mod telemetry;
 pub mod template_status;
