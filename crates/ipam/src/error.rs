@@ -90,7 +90,9 @@ pub enum IpamError {
 
     /// An entry does not lie inside the pool's subnet (lowest address of the
     /// pool + `prefix`, as the in-cluster IPAM provider infers it).
-    #[error("{field}: \"{entry}\" is outside {subnet}")]
+    #[error(
+        "{field}: \"{entry}\" is outside {subnet}: keep every entry in the subnet of the lowest address, or use a shorter prefix"
+    )]
     EntryOutsideSubnet {
         /// The field path, e.g. `addresses[3]`.
         field: String,
@@ -101,7 +103,7 @@ pub enum IpamError {
     },
 
     /// The gateway does not lie inside the pool's subnet.
-    #[error("{field} {gateway} is outside {subnet}")]
+    #[error("{field} {gateway} is outside {subnet}: write the router's address in {subnet}")]
     GatewayOutsideSubnet {
         /// The field path, `gateway`.
         field: String,
@@ -272,8 +274,8 @@ impl IpamError {
     /// The message without its leading field path, for callers that report
     /// `(field, message)` pairs: `addresses[2]: "10.0.0.9-10.0.0.3" is a
     /// reversed range` gives `"10.0.0.9-10.0.0.3" is a reversed range`,
-    /// `gateway 10.0.1.1 is outside 10.0.0.0/24` gives `10.0.1.1 is outside
-    /// 10.0.0.0/24`. Variants without a field give the whole message.
+    /// `gateway 10.0.1.1 is outside 10.0.0.0/24: …` gives `10.0.1.1 is outside
+    /// 10.0.0.0/24: …`. Variants without a field give the whole message.
     pub fn detail(&self) -> String {
         let text = self.to_string();
         match self.field().and_then(|f| text.strip_prefix(f)) {
@@ -396,10 +398,13 @@ mod tests {
         assert_eq!(e.field(), Some("spec.ipv4Config.gateway"));
         assert_eq!(
             e.to_string(),
-            "spec.ipv4Config.gateway 10.0.1.1 is outside 10.0.0.0/24"
+            "spec.ipv4Config.gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
         );
         assert_eq!(e.clone().at(""), e);
-        assert_eq!(e.detail(), "10.0.1.1 is outside 10.0.0.0/24");
+        assert_eq!(
+            e.detail(),
+            "10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
+        );
     }
 
     #[test]

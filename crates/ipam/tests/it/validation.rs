@@ -43,7 +43,7 @@ fn one_error_per_problem_in_a_table() {
             &["10.0.0.20-10.0.0.30"],
             24,
             Some("10.0.1.1"),
-            "gateway 10.0.1.1 is outside 10.0.0.0/24",
+            "gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24",
         ),
         (
             &["10.0.0.20-10.0.0.30"],
@@ -79,19 +79,19 @@ fn one_error_per_problem_in_a_table() {
             &["10.0.0.20", "10.0.1.5"],
             24,
             None,
-            "addresses[1]: \"10.0.1.5\" is outside 10.0.0.0/24",
+            "addresses[1]: \"10.0.1.5\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &["10.0.0.250-10.0.1.5"],
             24,
             None,
-            "addresses[0]: \"10.0.0.250-10.0.1.5\" is outside 10.0.0.0/24",
+            "addresses[0]: \"10.0.0.250-10.0.1.5\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &["10.0.0.0/23"],
             24,
             None,
-            "addresses[0]: \"10.0.0.0/23\" is outside 10.0.0.0/24",
+            "addresses[0]: \"10.0.0.0/23\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &[],
@@ -174,7 +174,10 @@ fn all_problems_are_reported_together() {
         got[3],
         "excludedAddresses[2]: \"10.0.0.x\" is invalid: octet \"x\" is not a decimal number"
     );
-    assert_eq!(got[5], "gateway 10.0.1.1 is outside 10.0.0.0/24");
+    assert_eq!(
+        got[5],
+        "gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
+    );
 }
 
 #[test]
@@ -257,7 +260,9 @@ fn empty_gateway_means_none_and_subnet_comes_from_lowest_address() {
     // A /25 inferred from the lowest address (10.0.0.20) excludes 10.0.0.200.
     assert_eq!(
         errors(&spec(&["10.0.0.200", "10.0.0.20"], 25, None)),
-        ["addresses[0]: \"10.0.0.200\" is outside 10.0.0.0/25"]
+        [
+            "addresses[0]: \"10.0.0.200\" is outside 10.0.0.0/25: keep every entry in the subnet of the lowest address, or use a shorter prefix"
+        ]
     );
 }
 
