@@ -233,16 +233,6 @@ pub fn instance_ready(cluster: &ProxmoxCluster, instance: &str) -> bool {
         .is_some_and(|s| s.instances.iter().any(|i| i.name == instance && i.ready))
 }
 
-/// Name of the pool of `family` for `instance`: `<cluster>-<instance>-<family>`
-/// when the instance has its own config, `<cluster>-<family>` for the shared
-/// cluster-wide pool.
-pub fn pool_name(cluster_name: &str, source_instance: Option<&str>, family: IpFamily) -> String {
-    match source_instance {
-        Some(i) => format!("{cluster_name}-{i}-{}", family.as_str()),
-        None => format!("{cluster_name}-{}", family.as_str()),
-    }
-}
-
 /// The pool machines of `instance` claim `family` addresses from, as recorded
 /// by the cluster reconciler in `status.ipPools`: the instance's own pool if
 /// recorded, else the cluster-wide one (entry without `instance`) — but only
@@ -466,10 +456,5 @@ mod tests {
             },
         );
         assert!(ip_pool_for(&c, "dc-a", IpFamily::V4).is_none());
-        assert_eq!(
-            pool_name("wl1", Some("dc-a"), IpFamily::V6),
-            "wl1-dc-a-ipv6"
-        );
-        assert_eq!(pool_name("wl1", None, IpFamily::V4), "wl1-ipv4");
     }
 }

@@ -12,6 +12,7 @@
 //! | [`credentials`] | credentials Secret → client configuration |
 //! | [`clients`] | per-instance client cache |
 //! | [`instances`] | the effective instances of a ProxmoxCluster |
+//! | [`names`] | every identifier derived from Kubernetes names or user input, within its receiving limits |
 //! | [`context`] | what every controller shares |
 //! | [`stores`] | the watched objects reconcilers read |
 //! | [`reasons`] | every condition and event reason, with its message |
@@ -38,6 +39,7 @@ pub mod instances;
 pub mod machine;
 pub mod manager;
 pub mod metrics;
+pub mod names;
 pub mod pve;
 pub mod reasons;
 pub mod stores;

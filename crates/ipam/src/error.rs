@@ -90,7 +90,9 @@ pub enum IpamError {
 
     /// An entry does not lie inside the pool's subnet (lowest address of the
     /// pool + `prefix`, as the in-cluster IPAM provider infers it).
-    #[error("{field}: \"{entry}\" is outside {subnet}")]
+    #[error(
+        "{field}: \"{entry}\" is outside {subnet}: keep every entry in the subnet of the lowest address, or use a shorter prefix"
+    )]
     EntryOutsideSubnet {
         /// The field path, e.g. `addresses[3]`.
         field: String,
@@ -101,7 +103,7 @@ pub enum IpamError {
     },
 
     /// The gateway does not lie inside the pool's subnet.
-    #[error("{field} {gateway} is outside {subnet}")]
+    #[error("{field} {gateway} is outside {subnet}: write the router's address in {subnet}")]
     GatewayOutsideSubnet {
         /// The field path, `gateway`.
         field: String,
@@ -132,6 +134,63 @@ pub enum IpamError {
         address: IpAddr,
         /// The name of the pool that contains it.
         pool: String,
+    },
+
+    /// An entry reaches into a special-purpose block no host uses as its own
+    /// address (loopback, link-local, multicast, …; see [`crate::check_usable`]).
+    #[error(
+        "{field}: \"{entry}\" includes addresses of {what} {block}, which no host can have: write addresses of the node subnet"
+    )]
+    UnusableEntry {
+        /// The field path, e.g. `addresses[1]`.
+        field: String,
+        /// The entry, normalised.
+        entry: String,
+        /// The block it reaches into.
+        block: IpNet,
+        /// The block's name, e.g. `the loopback block`.
+        what: &'static str,
+    },
+
+    /// No address of an entry is ever allocated (it is the network, broadcast
+    /// or gateway address, or excluded).
+    #[error(
+        "{field}: \"{entry}\" gives no address to a machine: it {reason}; remove it or list host addresses"
+    )]
+    NothingAllocatable {
+        /// The field path, e.g. `addresses[0]`.
+        field: String,
+        /// The entry, normalised.
+        entry: String,
+        /// Why, completing "it …", e.g. `is the gateway`.
+        reason: String,
+    },
+
+    /// Two entries of one pool overlap (the union is allocated, but the
+    /// overlap is almost always a typo in one of them).
+    #[error("{field}: \"{entry}\" overlaps {other} at {overlap}: list each address once")]
+    OverlappingEntries {
+        /// The field path of the later entry, e.g. `addresses[2]`.
+        field: String,
+        /// The later entry, normalised.
+        entry: String,
+        /// The field path of the earlier entry it overlaps.
+        other: String,
+        /// The lowest common range.
+        overlap: AddrRange,
+    },
+
+    /// The gateway cannot be a router address of the subnet.
+    #[error(
+        "{field} {gateway} cannot be the gateway: it {reason}; write the router's address in the subnet"
+    )]
+    UnusableGateway {
+        /// The field path, `gateway`.
+        field: String,
+        /// The gateway.
+        gateway: IpAddr,
+        /// Why, completing "it …", e.g. `is the network address of 10.0.0.0/24`.
+        reason: String,
     },
 
     /// Every allocatable address of the pool is in use (field case B15).
@@ -179,6 +238,10 @@ impl IpamError {
             IpamError::GatewayOutsideSubnet { .. } => "gateway_outside_subnet",
             IpamError::PoolsOverlap { .. } => "pools_overlap",
             IpamError::AddressInPool { .. } => "address_in_pool",
+            IpamError::UnusableEntry { .. } => "unusable_entry",
+            IpamError::NothingAllocatable { .. } => "nothing_allocatable",
+            IpamError::OverlappingEntries { .. } => "overlapping_entries",
+            IpamError::UnusableGateway { .. } => "unusable_gateway",
             IpamError::Exhausted { .. } => "pool_exhausted",
             IpamError::NotAllocatable { .. } => "not_allocatable",
             IpamError::AddressInUse { .. } => "address_in_use",
@@ -196,7 +259,11 @@ impl IpamError {
             | IpamError::PrefixOutOfRange { field, .. }
             | IpamError::EntryOutsideSubnet { field, .. }
             | IpamError::GatewayOutsideSubnet { field, .. }
-            | IpamError::AddressInPool { field, .. } => Some(field),
+            | IpamError::AddressInPool { field, .. }
+            | IpamError::UnusableEntry { field, .. }
+            | IpamError::NothingAllocatable { field, .. }
+            | IpamError::OverlappingEntries { field, .. }
+            | IpamError::UnusableGateway { field, .. } => Some(field),
             IpamError::PoolsOverlap { .. }
             | IpamError::Exhausted { .. }
             | IpamError::NotAllocatable { .. }
@@ -207,8 +274,8 @@ impl IpamError {
     /// The message without its leading field path, for callers that report
     /// `(field, message)` pairs: `addresses[2]: "10.0.0.9-10.0.0.3" is a
     /// reversed range` gives `"10.0.0.9-10.0.0.3" is a reversed range`,
-    /// `gateway 10.0.1.1 is outside 10.0.0.0/24` gives `10.0.1.1 is outside
-    /// 10.0.0.0/24`. Variants without a field give the whole message.
+    /// `gateway 10.0.1.1 is outside 10.0.0.0/24: …` gives `10.0.1.1 is outside
+    /// 10.0.0.0/24: …`. Variants without a field give the whole message.
     pub fn detail(&self) -> String {
         let text = self.to_string();
         match self.field().and_then(|f| text.strip_prefix(f)) {
@@ -235,8 +302,15 @@ impl IpamError {
             | IpamError::PrefixOutOfRange { field, .. }
             | IpamError::EntryOutsideSubnet { field, .. }
             | IpamError::GatewayOutsideSubnet { field, .. }
-            | IpamError::AddressInPool { field, .. } => {
+            | IpamError::AddressInPool { field, .. }
+            | IpamError::UnusableEntry { field, .. }
+            | IpamError::NothingAllocatable { field, .. }
+            | IpamError::UnusableGateway { field, .. } => {
                 *field = format!("{parent}.{field}");
+            }
+            IpamError::OverlappingEntries { field, other, .. } => {
+                *field = format!("{parent}.{field}");
+                *other = format!("{parent}.{other}");
             }
             IpamError::PoolsOverlap { .. }
             | IpamError::Exhausted { .. }
@@ -324,10 +398,13 @@ mod tests {
         assert_eq!(e.field(), Some("spec.ipv4Config.gateway"));
         assert_eq!(
             e.to_string(),
-            "spec.ipv4Config.gateway 10.0.1.1 is outside 10.0.0.0/24"
+            "spec.ipv4Config.gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
         );
         assert_eq!(e.clone().at(""), e);
-        assert_eq!(e.detail(), "10.0.1.1 is outside 10.0.0.0/24");
+        assert_eq!(
+            e.detail(),
+            "10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
+        );
     }
 
     #[test]

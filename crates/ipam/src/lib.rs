@@ -16,6 +16,10 @@
 //!   `allocate_specific`, `release`);
 //! - [`check_disjoint`], [`overlaps`], [`contains`], [`check_outside`]:
 //!   checks across pools (per-instance pools, the endpoint host);
+//! - [`check_usable`], [`special_block`]: whether a valid pool (or one
+//!   address) can serve hosts — stricter than the in-cluster IPAM provider,
+//!   for pools written by hand (loopback or multicast entries, entries that
+//!   are only the gateway, overlapping entries, …);
 //! - [`IpamError`]: one error enum; validation returns all problems, each
 //!   naming its field and entry.
 //!
@@ -46,6 +50,7 @@ mod parse;
 mod pool;
 mod range;
 mod spec;
+mod usable;
 
 pub use allocator::Allocator;
 pub use check::{check_disjoint, check_outside, contains, overlaps};
@@ -56,3 +61,4 @@ pub use parse::parse_address;
 pub use pool::{Addresses, Pool, PoolUsage};
 pub use range::AddrRange;
 pub use spec::PoolSpec;
+pub use usable::{check_usable, special_block};

@@ -10,8 +10,9 @@
 //! apply with managed fields, finalizers, owner-reference garbage collection, schema and
 //! CEL validation, discovery, OpenAPI v3 and Table output for `kubectl`.
 //!
-//! Where it is knowingly simpler than kube-apiserver is listed in `SIMPLIFICATIONS.md`
-//! beside this crate's `Cargo.toml`.
+//! Where it is knowingly simpler than kube-apiserver, or answers differently, is listed in
+//! `SIMPLIFICATIONS.md` beside this crate's `Cargo.toml`. kube-apiserver's name and label
+//! rules are public in [`validation`], for other crates' tests of the values they derive.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), kube_sim::KubeSimError> {
@@ -40,6 +41,7 @@ mod selector;
 mod sim;
 mod store;
 mod tls;
+pub mod validation;
 
 pub use error::KubeSimError;
 pub use sim::{KubeSim, KubeSimOptions};

@@ -45,6 +45,8 @@ pub(crate) mod simulator;
 pub(crate) mod state;
 pub(crate) mod worker;
 
+/// The stored name of an upload (`POST /nodes/{node}/storage/{storage}/upload`).
+pub use api::storage::upload_file_name;
 pub use config::{
     AclEntry, AllocLock, BridgeConfig, ClusterConfig, DhcpRange, NextIdRange, NodeConfig,
     PoolConfig, SimConfig, StorageConfig, StorageType, Timings, TokenConfig, UserConfig, VmConfig,

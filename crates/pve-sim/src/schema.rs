@@ -672,6 +672,17 @@ fn dns_name_ok(s: &str) -> bool {
     !s.is_empty() && s.split('.').all(props::node_name_ok)
 }
 
+/// Checks `text` against the named format `name` of the schema (pve-common
+/// `check_format`): `dns-name`, `pve-tag-list`, `pve-node`, `mac-addr`, `pve-vmid`,
+/// `pve-bridge-id`, `*-list` of a known format, … — the same check every request
+/// parameter with that format gets. Formats the simulator does not know pass.
+///
+/// # Errors
+/// pve-common's message, e.g. `value does not look like a valid DNS name`.
+pub fn check_format(name: &str, text: &str) -> Result<(), String> {
+    check_named(name, text)
+}
+
 /// Checks a named format (pve-common `check_format`), including `*-list`.
 fn check_named(name: &str, text: &str) -> Result<(), String> {
     if let Some(base) = name.strip_suffix("-list")

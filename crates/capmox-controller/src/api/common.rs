@@ -184,14 +184,10 @@ pub struct Initialization {
 }
 
 /// Proxmox tag syntax (`pve-tag`): first character `[a-z0-9_]`, then
-/// `[a-z0-9_+.-]`, compared case-insensitively (SEMANTICS.md §15).
+/// `[a-z0-9_+.-]`, compared case-insensitively — pve-client's
+/// [`pve_client::options::Tag`] decides.
 pub fn is_valid_tag(tag: &str) -> bool {
-    let mut chars = tag.chars();
-    match chars.next() {
-        Some(c) if c.is_ascii_alphanumeric() || c == '_' => {}
-        _ => return false,
-    }
-    chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '+' | '.' | '-'))
+    pve_client::options::Tag::new(tag).is_ok()
 }
 
 /// DNS-1123 label: lower-case alphanumerics and `-`, starting and ending with an

@@ -7,10 +7,12 @@
 //! own `network.ipv4Config` / `ipv6Config` (`<proxmoxcluster>-<instance>-ipv4`),
 //! and one shared cluster-wide pool per family from the cluster-level config
 //! (`<proxmoxcluster>-ipv4`) for every instance in use without its own — see
-//! [`crate::instances`] for why the cluster-level pool is shared. Pools are
+//! [`crate::instances`] for why the cluster-level pool is shared; names longer
+//! than an object name may be are cut ([`crate::names::pool_name`]). Pools are
 //! controller-owned by the ProxmoxCluster (so `clusterctl move` carries them
 //! and garbage collection removes them), labelled with the CAPI cluster name
-//! and [`POOL_OWNER_LABEL`], and recorded in `status.ipPools`.
+//! and [`POOL_OWNER_LABEL`] (the ProxmoxCluster's name as a label value,
+//! [`crate::names::label_value`]), and recorded in `status.ipPools`.
 //!
 //! Pools owned by another object are never touched; a name clash is an error.
 
@@ -26,7 +28,8 @@ use crate::capi::CLUSTER_NAME_LABEL;
 use crate::capi::ipam::{IN_CLUSTER_POOL_KIND, IPAM_GROUP, InClusterIPPool, InClusterIpPoolSpec};
 use crate::context::FIELD_MANAGER;
 use crate::error::Error;
-use crate::instances::{IpFamily, PoolSource, pool_name};
+use crate::instances::{IpFamily, PoolSource};
+use crate::names::{label_value, pool_name};
 
 /// Label naming the ProxmoxCluster a pool belongs to (for listing).
 pub const POOL_OWNER_LABEL: &str = "infrastructure.cluster.x-k8s.io/proxmoxcluster";
@@ -154,7 +157,7 @@ pub async fn reconcile_pools(
                 "namespace": ns,
                 "labels": {
                     CLUSTER_NAME_LABEL: capi_cluster,
-                    POOL_OWNER_LABEL: pc.name_any(),
+                    POOL_OWNER_LABEL: label_value(&pc.name_any()),
                 },
                 "ownerReferences": [owner],
             },
@@ -181,7 +184,10 @@ async fn list_owned(
     api: &Api<InClusterIPPool>,
     pc: &ProxmoxCluster,
 ) -> Result<Vec<InClusterIPPool>, Error> {
-    let lp = ListParams::default().labels(&format!("{POOL_OWNER_LABEL}={}", pc.name_any()));
+    let lp = ListParams::default().labels(&format!(
+        "{POOL_OWNER_LABEL}={}",
+        label_value(&pc.name_any())
+    ));
     match api.list(&lp).await {
         Ok(l) => Ok(l.items),
         Err(kube::Error::Api(s)) if s.code == 404 => Err(Error::Precondition(

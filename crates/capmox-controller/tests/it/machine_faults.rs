@@ -395,7 +395,7 @@ async fn b07_b12_invalid_specs_make_no_api_call() {
         .unwrap();
     assert_eq!(
         condition(&m, "VirtualMachineProvisioned").unwrap().2,
-        "spec.vmIDRange: 5000-5100 is not inside instance \"dc-a\"'s vmIDRange 1000-1999"
+        "spec.vmIDRange: 5000-5100 is not inside instance \"dc-a\"'s vmIDRange 1000-1999: machines there may only use that range; narrow spec.vmIDRange to it"
     );
     assert_eq!(w.pve("dc-a").calls().total, 0);
 }

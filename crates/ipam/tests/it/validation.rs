@@ -43,7 +43,7 @@ fn one_error_per_problem_in_a_table() {
             &["10.0.0.20-10.0.0.30"],
             24,
             Some("10.0.1.1"),
-            "gateway 10.0.1.1 is outside 10.0.0.0/24",
+            "gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24",
         ),
         (
             &["10.0.0.20-10.0.0.30"],
@@ -79,19 +79,19 @@ fn one_error_per_problem_in_a_table() {
             &["10.0.0.20", "10.0.1.5"],
             24,
             None,
-            "addresses[1]: \"10.0.1.5\" is outside 10.0.0.0/24",
+            "addresses[1]: \"10.0.1.5\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &["10.0.0.250-10.0.1.5"],
             24,
             None,
-            "addresses[0]: \"10.0.0.250-10.0.1.5\" is outside 10.0.0.0/24",
+            "addresses[0]: \"10.0.0.250-10.0.1.5\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &["10.0.0.0/23"],
             24,
             None,
-            "addresses[0]: \"10.0.0.0/23\" is outside 10.0.0.0/24",
+            "addresses[0]: \"10.0.0.0/23\" is outside 10.0.0.0/24: keep every entry in the subnet of the lowest address, or use a shorter prefix",
         ),
         (
             &[],
@@ -174,7 +174,10 @@ fn all_problems_are_reported_together() {
         got[3],
         "excludedAddresses[2]: \"10.0.0.x\" is invalid: octet \"x\" is not a decimal number"
     );
-    assert_eq!(got[5], "gateway 10.0.1.1 is outside 10.0.0.0/24");
+    assert_eq!(
+        got[5],
+        "gateway 10.0.1.1 is outside 10.0.0.0/24: write the router's address in 10.0.0.0/24"
+    );
 }
 
 #[test]
@@ -257,7 +260,9 @@ fn empty_gateway_means_none_and_subnet_comes_from_lowest_address() {
     // A /25 inferred from the lowest address (10.0.0.20) excludes 10.0.0.200.
     assert_eq!(
         errors(&spec(&["10.0.0.200", "10.0.0.20"], 25, None)),
-        ["addresses[0]: \"10.0.0.200\" is outside 10.0.0.0/25"]
+        [
+            "addresses[0]: \"10.0.0.200\" is outside 10.0.0.0/25: keep every entry in the subnet of the lowest address, or use a shorter prefix"
+        ]
     );
 }
 
@@ -388,4 +393,149 @@ fn endpoint_host_must_stay_outside_node_pools() {
     assert!(check_outside("controlPlaneEndpoint.host", ip("10.0.2.5"), &pools).is_empty());
     assert!(contains(&a, ip("10.0.0.25")));
     assert!(!contains(&a, ip("10.0.0.10")));
+}
+
+/// Pools that parse but cannot serve hosts: one row per mistake, with the
+/// message written out.
+#[test]
+fn usable_checks_in_a_table() {
+    let cases: &[(&[&str], i64, Option<&str>, &str)] = &[
+        (
+            &["127.0.0.10-127.0.0.20"],
+            24,
+            None,
+            "addresses[0]: \"127.0.0.10-127.0.0.20\" includes addresses of the loopback block 127.0.0.0/8, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["169.254.1.0/24"],
+            24,
+            None,
+            "addresses[0]: \"169.254.1.0/24\" includes addresses of the link-local block 169.254.0.0/16, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["224.0.0.10"],
+            24,
+            None,
+            "addresses[0]: \"224.0.0.10\" includes addresses of the multicast block 224.0.0.0/4, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["0.0.0.5"],
+            24,
+            None,
+            "addresses[0]: \"0.0.0.5\" includes addresses of the \"this network\" block 0.0.0.0/8, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["255.255.255.10"],
+            24,
+            None,
+            "addresses[0]: \"255.255.255.10\" includes addresses of the reserved block (with the broadcast address 255.255.255.255) 240.0.0.0/4, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["fe80::10-fe80::20"],
+            64,
+            None,
+            "addresses[0]: \"fe80::10-fe80::20\" includes addresses of the link-local block fe80::/10, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["ff05::10"],
+            64,
+            None,
+            "addresses[0]: \"ff05::10\" includes addresses of the multicast block ff00::/8, which no host can have: write addresses of the node subnet",
+        ),
+        (
+            &["10.0.0.0"],
+            24,
+            None,
+            "addresses[0]: \"10.0.0.0\" gives no address to a machine: it is the network address; remove it or list host addresses",
+        ),
+        (
+            &["10.0.0.255"],
+            24,
+            None,
+            "addresses[0]: \"10.0.0.255\" gives no address to a machine: it is the broadcast address; remove it or list host addresses",
+        ),
+        (
+            &["10.0.0.10-10.0.0.20", "10.0.0.1"],
+            24,
+            Some("10.0.0.1"),
+            "addresses[1]: \"10.0.0.1\" gives no address to a machine: it is the gateway; remove it or list host addresses",
+        ),
+        (
+            &["10.0.0.0/31"],
+            31,
+            None,
+            "addresses[0]: \"10.0.0.0/31\" gives no address to a machine: it holds only addresses that are never allocated (network, broadcast, gateway or excluded); remove it or list host addresses",
+        ),
+        (
+            &["2001:db8::"],
+            64,
+            None,
+            "addresses[0]: \"2001:db8::\" gives no address to a machine: it is the subnet-router anycast address; remove it or list host addresses",
+        ),
+        (
+            &["10.0.0.10-10.0.0.50", "10.0.0.40-10.0.0.90"],
+            24,
+            None,
+            "addresses[1]: \"10.0.0.40-10.0.0.90\" overlaps addresses[0] at 10.0.0.40-10.0.0.50: list each address once",
+        ),
+        (
+            &["10.0.0.64/26", "10.0.0.70"],
+            24,
+            None,
+            "addresses[1]: \"10.0.0.70\" overlaps addresses[0] at 10.0.0.70: list each address once",
+        ),
+        (
+            &["10.0.0.10-10.0.0.20"],
+            24,
+            Some("10.0.0.0"),
+            "gateway 10.0.0.0 cannot be the gateway: it is the network address of 10.0.0.0/24; write the router's address in the subnet",
+        ),
+        (
+            &["10.0.0.10-10.0.0.20"],
+            24,
+            Some("10.0.0.255"),
+            "gateway 10.0.0.255 cannot be the gateway: it is the broadcast address of 10.0.0.0/24; write the router's address in the subnet",
+        ),
+        (
+            &["127.0.0.10"],
+            8,
+            Some("127.0.0.1"),
+            "gateway 127.0.0.1 cannot be the gateway: it lies in the loopback block 127.0.0.0/8; write the router's address in the subnet",
+        ),
+    ];
+    for (addresses, prefix, gateway, want) in cases {
+        let p = pool("p", &spec(addresses, *prefix, *gateway));
+        let got: Vec<String> = ipam::check_usable(&p)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert!(
+            got.iter().any(|g| g == want),
+            "{addresses:?}/{prefix} gateway {gateway:?}: expected {want:?}, got {got:?}"
+        );
+    }
+    // The gateway row of the loopback pool also names the entry; the other rows
+    // have exactly one problem.
+    for (addresses, prefix, gateway, _) in &cases[..cases.len() - 1] {
+        let p = pool("p", &spec(addresses, *prefix, *gateway));
+        assert_eq!(ipam::check_usable(&p).len(), 1, "{addresses:?}");
+    }
+    // Ordinary pools have none, including /31 and /32 pools the in-cluster
+    // provider handles and a CIDR that contains the gateway.
+    for (addresses, prefix, gateway) in [
+        (&["10.0.0.0/24"][..], 24, Some("10.0.0.1")),
+        (&["10.0.0.2-10.0.0.254"][..], 24, Some("10.0.0.1")),
+        (&["2001:db8::10-2001:db8::ff"][..], 64, Some("2001:db8::1")),
+        (&["192.168.1.10", "192.168.1.11"][..], 24, None),
+    ] {
+        let p = pool("p", &spec(addresses, prefix, gateway));
+        assert_eq!(ipam::check_usable(&p), vec![], "{addresses:?}");
+    }
+    let e = &ipam::check_usable(&pool("p", &spec(&["10.0.0.1", "10.0.0.1"], 24, None)))[0];
+    assert_eq!(e.field(), Some("addresses[1]"));
+    assert_eq!(
+        e.clone().at("spec.ipv4Config").to_string(),
+        "spec.ipv4Config.addresses[1]: \"10.0.0.1\" overlaps spec.ipv4Config.addresses[0] at 10.0.0.1: list each address once"
+    );
+    assert_eq!(e.category(), "overlapping_entries");
 }

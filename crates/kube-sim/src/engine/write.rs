@@ -8,8 +8,9 @@ use crate::fields::typed::Schema;
 use crate::json::{self, meta_mut};
 use crate::patch::{self, PatchType};
 use crate::resource::{Builtin, ResourceType, StorageKey, Version, crd};
-use crate::schema::{self, meta::NameRule};
+use crate::schema;
 use crate::store::{ObjKey, State};
+use crate::validation;
 use base64::Engine as _;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -97,52 +98,139 @@ fn scope_of(v: &Version, sub: Subresource) -> Scope {
     }
 }
 
-fn truncated(v: &Value) -> String {
-    let s = v.to_string();
-    if s.len() > 200 {
-        format!(
-            "{}...",
-            &s[..s.char_indices().nth(200).map(|(i, _)| i).unwrap_or(s.len())]
-        )
-    } else {
-        s
+/// `group/version` split as apimachinery's `ParseGroupVersion` does (`v1` is the core
+/// group); `None` for text with more than one `/`.
+fn parse_group_version(av: &str) -> Option<(&str, &str)> {
+    match av.split_once('/') {
+        None => Some(("", av)),
+        Some((g, v)) if !v.contains('/') => Some((g, v)),
+        Some(_) => None,
     }
 }
 
-/// `apiVersion` and `kind` of a body must match the request (`400` otherwise).
-fn check_type_meta(t: &Target, body: &Value) -> Result<(), ApiError> {
-    if !body.is_object() {
+/// `group/version, Kind=kind` (apimachinery's `GroupVersionKind.String`).
+fn gvk_string(group: &str, version: &str, kind: &str) -> String {
+    format!("{group}/{version}, Kind={kind}")
+}
+
+/// The `apiVersion`/`kind` of a create or update body (or of a patched object), as
+/// kube-apiserver's decoder treats them.
+///
+/// Built-in kinds decode into typed objects with the URL's group, version and kind as
+/// defaults: a missing `kind` or `apiVersion` is filled in from the URL. Custom resources
+/// decode into unstructured objects, which need both: a missing `kind` is
+/// `Object 'Kind' is missing`, a missing `apiVersion` (or another group) cannot be
+/// converted to the URL's version — both `400` through `transformDecodeError`. A body of
+/// another version of the same group is `400` (`the API version in the data … does not
+/// match`); a custom resource body of another kind is `422` (`kind: Invalid value`).
+fn decode_type_meta(t: &Target, body: &mut Value) -> Result<(), ApiError> {
+    let Some(obj) = body.as_object_mut() else {
         return Err(ApiError::bad_request(
             "the body of the request was not a JSON object",
         ));
-    }
-    let kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or("");
-    if kind.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Object 'Kind' is missing in '{}'",
-            truncated(body)
-        )));
-    }
-    if av.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Object 'apiVersion' is missing in '{}'",
-            truncated(body)
-        )));
-    }
+    };
+    let kind = obj
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let av = obj
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let rt = &t.rt;
     let expected = t.api_version();
+    let Some((group, version)) = parse_group_version(&av) else {
+        return Err(ApiError::bad_request(format!(
+            "the object provided is unrecognized (must be of type {}): unexpected GroupVersion string: {av}",
+            rt.kind
+        )));
+    };
+    if rt.builtin.is_some() {
+        if kind.is_empty() {
+            obj.insert("kind".into(), Value::String(rt.kind.clone()));
+        }
+        if av.is_empty() || (version.is_empty() && group == rt.group) {
+            obj.insert("apiVersion".into(), Value::String(expected.clone()));
+        }
+    } else {
+        if kind.is_empty() {
+            // gvkWithDefaults: the URL fills in what the body lacks.
+            let shown_version = if av.is_empty() {
+                t.version.as_str()
+            } else {
+                version
+            };
+            let body_text = Value::Object(obj.clone()).to_string();
+            return Err(ApiError::bad_request(format!(
+                "{} in version {shown_version:?} cannot be handled as a {}: Object 'Kind' is missing in '{body_text}'",
+                rt.kind, rt.kind
+            )));
+        }
+        if group != rt.group {
+            return Err(ApiError::bad_request(format!(
+                "{kind} in version {version:?} cannot be handled as a {}: {} is unstructured and is not suitable for converting to \"{expected}\"",
+                rt.kind,
+                gvk_string(group, version, &kind)
+            )));
+        }
+    }
+    let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     if av != expected {
         return Err(ApiError::bad_request(format!(
             "the API version in the data ({av}) does not match the expected API version ({expected})"
         )));
     }
-    if kind != t.rt.kind {
-        return Err(ApiError::bad_request(format!(
-            "the kind in the data ({kind}) does not match the expected kind ({})",
-            t.rt.kind
-        )));
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != rt.kind {
+        if rt.builtin.is_some() {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                rt.kind
+            )));
+        }
+        let name = obj
+            .get("metadata")
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        return Err(ApiError::invalid(
+            &rt.group,
+            &rt.kind,
+            name,
+            vec![Cause::new(
+                "FieldValueInvalid",
+                "kind",
+                format!("Invalid value: {kind:?}: must be {}", rt.kind),
+            )],
+        ));
     }
     Ok(())
+}
+
+/// The `apiVersion`/`kind` of a server-side apply configuration: exactly the URL's
+/// (kube-apiserver's `versionCheckManager`: `400 invalid object type: <gvk>`, nothing
+/// filled in).
+fn check_apply_type(t: &Target, config: &Value) -> Result<(), ApiError> {
+    if !config.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request was not a JSON object",
+        ));
+    }
+    let kind = config.get("kind").and_then(Value::as_str).unwrap_or("");
+    let av = config
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if kind == t.rt.kind && av == t.api_version() {
+        return Ok(());
+    }
+    let (group, version) = parse_group_version(av).unwrap_or(("", av));
+    Err(ApiError::bad_request(format!(
+        "invalid object type: {}",
+        gvk_string(group, version, kind)
+    )))
 }
 
 /// Makes `metadata.namespace` agree with the URL (`400` on a mismatch).
@@ -209,7 +297,14 @@ fn decode(
 
 const GENERATE_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
+/// `generateName` plus 5 random characters, the prefix cut to
+/// [`validation::GENERATE_NAME_PREFIX_MAX`] bytes first (`SimpleNameGenerator`).
 fn generated_name(prefix: &str) -> String {
+    let mut end = prefix.len().min(validation::GENERATE_NAME_PREFIX_MAX);
+    while !prefix.is_char_boundary(end) {
+        end -= 1;
+    }
+    let prefix = &prefix[..end];
     let bytes = uuid::Uuid::new_v4().into_bytes();
     let suffix: String = bytes
         .iter()
@@ -385,12 +480,12 @@ fn validate_object(
     let name = json::name(obj);
     let mut causes = Vec::new();
     if old.is_none() {
-        let rule = if rt.builtin == Some(Builtin::Namespace) {
-            NameRule::Label
-        } else {
-            NameRule::Subdomain
-        };
-        causes.extend(schema::meta::check_name(name, rule));
+        let rule = validation::name_rule(&rt.group, &rt.kind);
+        causes.extend(schema::meta::check_name(
+            name,
+            json::meta_str(obj, "generateName"),
+            rule,
+        ));
     }
     causes.extend(schema::meta::validate(obj));
     if let Some(s) = &v.schema {
@@ -558,8 +653,8 @@ impl Engine {
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let v = t.version_def()?.clone();
-        check_type_meta(t, &body)?;
         let mut body = body;
+        decode_type_meta(t, &mut body)?;
         reconcile_namespace(t, &mut body)?;
         let (mut obj, warnings) = decode(&v, body, opts, true)?;
         let now = now_rfc3339();
@@ -841,9 +936,9 @@ impl Engine {
         opts: &WriteOptions,
     ) -> Result<Written, ApiError> {
         let v = t.version_def()?.clone();
-        check_type_meta(t, &body)?;
-        check_body_name(&body, name)?;
         let mut body = body;
+        decode_type_meta(t, &mut body)?;
+        check_body_name(&body, name)?;
         reconcile_namespace(t, &mut body)?;
         let (candidate, warnings) = decode(&v, body, opts, true)?;
         let body_rv = json::resource_version(&candidate).to_string();
@@ -954,7 +1049,8 @@ impl Engine {
                     Schema::root(v.schema.as_deref()),
                 )?,
             };
-            check_type_meta(t, &patched)?;
+            let mut patched = patched;
+            decode_type_meta(t, &mut patched)?;
             for (field, want) in [
                 ("name", json::name(&cur_view)),
                 ("namespace", json::namespace(&cur_view)),
@@ -1016,7 +1112,7 @@ impl Engine {
             }
         };
         let config = parse_apply_body(body)?;
-        check_type_meta(t, &config)?;
+        check_apply_type(t, &config)?;
         self.apply_config(t, name, config, sub, &manager, opts)
     }
 

@@ -133,7 +133,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
             "spec.group",
             "Required value",
         ));
-    } else if !group.contains('.') || !crate::schema::meta::is_dns_subdomain(&group) {
+    } else if !group.contains('.') || !crate::validation::dns1123_subdomain(&group).is_empty() {
         causes.push(Cause::new(
             "FieldValueInvalid",
             "spec.group",
@@ -146,7 +146,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
             "spec.names.plural",
             "Required value",
         ));
-    } else if !crate::schema::meta::is_dns_label(&plural) {
+    } else if !crate::validation::dns1123_label(&plural).is_empty() {
         causes.push(Cause::new(
             "FieldValueInvalid",
             "spec.names.plural",
@@ -197,7 +197,7 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
     }
     for (i, v) in raw_versions.iter().enumerate() {
         let vname = s(v, &["name"]).to_string();
-        if vname.is_empty() || !crate::schema::meta::is_dns_label(&vname) {
+        if vname.is_empty() || !crate::validation::dns1123_label(&vname).is_empty() {
             causes.push(Cause::new(
                 "FieldValueInvalid",
                 format!("spec.versions[{i}].name"),

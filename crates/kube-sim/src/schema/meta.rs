@@ -90,89 +90,39 @@ pub fn prune(meta: &mut Value, path: &str, unknown: &mut Vec<String>) {
     m.remove("selfLink");
 }
 
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+use crate::validation::{self, NameRule};
 
-/// Whether `s` is an RFC 1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63).
-pub fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
+/// `field.Invalid` causes for `value` at `field`, one per message.
+fn invalid(field: &str, value: &str, msgs: Vec<String>) -> impl Iterator<Item = Cause> {
+    let field = field.to_string();
+    let value = value.to_string();
+    msgs.into_iter().map(move |m| {
+        Cause::new(
+            "FieldValueInvalid",
+            field.clone(),
+            format!("Invalid value: {value:?}: {m}"),
+        )
+    })
 }
 
-/// Whether `s` is an RFC 1123 subdomain (dot-separated labels, at most 253).
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
-}
-
-fn is_label_value(s: &str) -> bool {
-    if s.is_empty() {
-        return true;
+/// Checks `metadata.generateName` (when set) and `metadata.name` of a new object the way
+/// `ValidateObjectMeta` and the path-segment check of `BeforeCreate` do: one cause per
+/// message, the kind's own rule first.
+pub fn check_name(name: &str, generate_name: &str, rule: NameRule) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    if !generate_name.is_empty() {
+        causes.extend(invalid(
+            "metadata.generateName",
+            generate_name,
+            validation::object_name(rule, generate_name, true),
+        ));
     }
-    let b = s.as_bytes();
-    b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
-fn qualified_name_errors(key: &str) -> Option<String> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    if let Some(p) = prefix
-        && !is_dns_subdomain(p)
-    {
-        return Some(format!("prefix part {DNS1123_SUBDOMAIN_MSG}"));
-    }
-    if name.is_empty() {
-        return Some("name part must be non-empty".into());
-    }
-    if name.len() > 63 {
-        return Some("name part must be no more than 63 characters".into());
-    }
-    if !is_label_value(name) {
-        return Some(QUALIFIED_NAME_MSG.into());
-    }
-    None
-}
-
-/// How object names are checked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NameRule {
-    /// RFC 1123 subdomain (most kinds).
-    Subdomain,
-    /// RFC 1123 label (Namespace).
-    Label,
-}
-
-/// Checks the name against `rule`; returns the cause for `metadata.name`.
-pub fn check_name(name: &str, rule: NameRule) -> Option<Cause> {
-    let (ok, msg, max) = match rule {
-        NameRule::Subdomain => (is_dns_subdomain(name), DNS1123_SUBDOMAIN_MSG, 253),
-        NameRule::Label => (is_dns_label(name), DNS1123_LABEL_MSG, 63),
-    };
-    if ok {
-        return None;
-    }
-    let why = if name.len() > max {
-        format!("must be no more than {max} characters")
-    } else {
-        msg.to_string()
-    };
-    Some(Cause::new(
-        "FieldValueInvalid",
+    causes.extend(invalid(
         "metadata.name",
-        format!("Invalid value: {name:?}: {why}"),
-    ))
+        name,
+        validation::object_name(rule, name, false),
+    ));
+    causes
 }
 
 /// Validates labels, annotations and owner references of an object's metadata.
@@ -185,20 +135,9 @@ pub fn validate(obj: &Value) -> Vec<Cause> {
         let mut sorted: Vec<(&String, &Value)> = labels.iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(b.0));
         for (k, v) in sorted {
-            if let Some(why) = qualified_name_errors(k) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    "metadata.labels",
-                    format!("Invalid value: {k:?}: {why}"),
-                ));
-            }
+            causes.extend(invalid("metadata.labels", k, validation::qualified_name(k)));
             match v.as_str() {
-                Some(s) if is_label_value(s) => {}
-                Some(s) => causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    "metadata.labels",
-                    format!("Invalid value: {s:?}: {LABEL_VALUE_MSG}"),
-                )),
+                Some(s) => causes.extend(invalid("metadata.labels", s, validation::label_value(s))),
                 None => causes.push(Cause::new(
                     "FieldValueTypeInvalid",
                     format!("metadata.labels.{k}"),
@@ -212,13 +151,11 @@ pub fn validate(obj: &Value) -> Vec<Cause> {
         let mut sorted: Vec<(&String, &Value)> = ann.iter().collect();
         sorted.sort_by(|a, b| a.0.cmp(b.0));
         for (k, v) in sorted {
-            if let Some(why) = qualified_name_errors(&k.to_lowercase()) {
-                causes.push(Cause::new(
-                    "FieldValueInvalid",
-                    "metadata.annotations",
-                    format!("Invalid value: {k:?}: {why}"),
-                ));
-            }
+            causes.extend(invalid(
+                "metadata.annotations",
+                k,
+                validation::qualified_name(&k.to_lowercase()),
+            ));
             total += k.len() + v.as_str().map(str::len).unwrap_or(0);
         }
         if total > 256 * 1024 {
@@ -279,14 +216,21 @@ mod tests {
 
     #[test]
     fn names() {
-        assert!(check_name("a.b-c", NameRule::Subdomain).is_none());
-        assert!(check_name("a.b", NameRule::Label).is_some());
-        let c = check_name("Bad_Name", NameRule::Subdomain).expect("invalid");
-        assert_eq!(c.field, "metadata.name");
+        assert!(check_name("a.b-c", "", NameRule::Subdomain).is_empty());
+        assert_eq!(
+            check_name("a.b", "", NameRule::Label)[0].display(),
+            "metadata.name: Invalid value: \"a.b\": must not contain dots"
+        );
+        let c = check_name("Bad_Name", "", NameRule::Subdomain);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].field, "metadata.name");
         assert!(
-            c.message
+            c[0].message
                 .starts_with("Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain")
         );
+        let g = check_name("x-abcde", "X-", NameRule::Subdomain);
+        assert_eq!(g.len(), 1);
+        assert_eq!(g[0].field, "metadata.generateName");
     }
 
     #[test]

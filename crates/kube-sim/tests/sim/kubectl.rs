@@ -525,3 +525,44 @@ async fn kubectl_scale_uses_the_scale_subresource() {
         ]
     );
 }
+
+#[tokio::test]
+async fn kubectl_create_raw_sends_bodies_as_written() {
+    let (sim, _c) = start().await;
+    let Some(k) = Kubectl::new(&sim) else { return };
+    // A kind-less ConfigMap (the shape of the Python client's body) is filled in from
+    // the URL; a kind-less Widget is refused as kube-apiserver refuses it.
+    let cm = k.write("cm.json", r#"{"metadata":{"name":"raw"},"data":{"k":"v"}}"#);
+    let out = k
+        .ok(&[
+            "create",
+            "--raw",
+            "/api/v1/namespaces/default/configmaps",
+            "-f",
+            &cm,
+        ])
+        .await;
+    let created: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(created["kind"], "ConfigMap");
+    assert_eq!(created["apiVersion"], "v1");
+    assert_eq!(
+        k.ok(&["get", "configmap", "raw", "-o", "jsonpath={.data.k}"])
+            .await,
+        "v"
+    );
+    let w = k.write("w.json", r#"{"metadata":{"name":"raw"},"spec":{"size":1}}"#);
+    let (ok, _out, err) = k
+        .run(&[
+            "create",
+            "--raw",
+            "/apis/example.com/v1/namespaces/default/widgets",
+            "-f",
+            &w,
+        ])
+        .await;
+    assert!(!ok);
+    assert!(
+        err.contains("Object 'Kind' is missing"),
+        "kubectl stderr: {err}"
+    );
+}

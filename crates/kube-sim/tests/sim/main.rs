@@ -6,6 +6,7 @@ mod common;
 
 mod apply;
 mod binary;
+mod clients;
 mod controller;
 mod crud;
 mod discovery;

@@ -125,6 +125,18 @@ impl MacAddr {
     }
 }
 
+impl MacAddr {
+    /// Why a NIC cannot use this address as its own, although Proxmox stores it:
+    /// the all-zero address is no station address (guest drivers replace it
+    /// with a random one, so the VM never has the MAC that was asked for).
+    /// Multicast addresses, the broadcast address among them, never parse.
+    pub fn station_problem(&self) -> Option<&'static str> {
+        (self.0 == [0; 6]).then_some(
+            "the all-zero address is not a station address (the guest replaces it with a random one)",
+        )
+    }
+}
+
 impl fmt::Display for MacAddr {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let [a, b, c, d, e, g] = self.0;
@@ -350,6 +362,23 @@ impl FromStr for NetDevice {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn station_addresses() {
+        assert!(
+            MacAddr::parse("00:00:00:00:00:00")
+                .unwrap()
+                .station_problem()
+                .is_some()
+        );
+        assert_eq!(
+            MacAddr::parse("BC:24:11:00:00:01")
+                .unwrap()
+                .station_problem(),
+            None
+        );
+        assert!(MacAddr::parse("FF:FF:FF:FF:FF:FF").is_err());
+    }
 
     #[test]
     fn parses_canonical_server_form() {

@@ -311,6 +311,36 @@ async fn finish_with_delay(ctx: &Ctx, upid: String, delay: Option<i64>) -> ApiRe
     Ok(Reply::data(json!(upid)))
 }
 
+/// The name an upload of `content` (`iso`, `vztmpl`, `import`) is stored under
+/// (`POST /nodes/{node}/storage/{storage}/upload`): the base name with every character
+/// outside `[A-Za-z0-9_.-]` replaced by `_`.
+///
+/// # Errors
+/// The message of the `filename` parameter error: longer than the schema's 255
+/// characters, or an extension that does not fit the content type.
+pub fn upload_file_name(raw: &str, content: &str) -> Result<String, String> {
+    if raw.chars().count() > 255 {
+        return Err("value may only be 255 characters long".to_string());
+    }
+    let filename = normalize_filename(raw);
+    let lower = filename.to_ascii_lowercase();
+    let ext_ok = match content {
+        "iso" => lower.ends_with(".iso") || lower.ends_with(".img"),
+        "vztmpl" => [".tar.gz", ".tar.xz", ".tar.zst", ".tgz"]
+            .iter()
+            .any(|e| lower.ends_with(e)),
+        "import" => [".ova", ".ovf", ".qcow2", ".raw", ".vmdk", ".img"]
+            .iter()
+            .any(|e| lower.ends_with(e)),
+        _ => false,
+    };
+    if ext_ok {
+        Ok(filename)
+    } else {
+        Err("wrong file extension".to_string())
+    }
+}
+
 fn normalize_filename(f: &str) -> String {
     let base = f.rsplit(['/', '\\']).next().unwrap_or(f);
     base.chars()
@@ -356,21 +386,8 @@ pub(crate) fn upload(ctx: &Ctx) -> ApiResult {
         .params
         .str("filename")
         .unwrap_or_else(|| file.filename.clone());
-    let filename = normalize_filename(&raw_name);
-    let lower = filename.to_ascii_lowercase();
-    let ext_ok = match content.as_str() {
-        "iso" => lower.ends_with(".iso") || lower.ends_with(".img"),
-        "vztmpl" => [".tar.gz", ".tar.xz", ".tar.zst", ".tgz"]
-            .iter()
-            .any(|e| lower.ends_with(e)),
-        "import" => [".ova", ".ovf", ".qcow2", ".raw", ".vmdk", ".img"]
-            .iter()
-            .any(|e| lower.ends_with(e)),
-        _ => false,
-    };
-    if !ext_ok {
-        return Err(ApiError::param("filename", "wrong file extension"));
-    }
+    let filename =
+        upload_file_name(&raw_name, &content).map_err(|e| ApiError::param("filename", e))?;
     {
         let st = ctx.cluster.lock();
         let s = storage_on(&st, &name, &node)?;
@@ -457,5 +474,14 @@ mod tests {
         assert_eq!(normalize_filename("C:\\x\\seed.iso"), "seed.iso");
         assert_eq!(digest_hex("sha256", b"abc").unwrap().len(), 64);
         assert!(digest_hex("md5", b"abc").is_none());
+        assert_eq!(
+            upload_file_name("capmox-100-x.iso", "iso").as_deref(),
+            Ok("capmox-100-x.iso")
+        );
+        assert_eq!(
+            upload_file_name("seed.txt", "iso"),
+            Err("wrong file extension".to_string())
+        );
+        assert!(upload_file_name(&format!("{}.iso", "a".repeat(252)), "iso").is_err());
     }
 }

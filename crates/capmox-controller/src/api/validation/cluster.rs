@@ -1,128 +1,135 @@
-//! ProxmoxCluster spec validation.
+//! ProxmoxCluster and ProxmoxClusterTemplate spec validation.
 
 use std::collections::BTreeSet;
 
 use super::FieldError;
+use super::instances::{check_mode, check_same_cluster, mode_warnings};
 use super::network::{
-    IpFamily, check_endpoint_outside_pools, check_ip_config, check_name_servers,
-    check_pool_overlaps,
+    IpFamily, check_endpoint, check_ip_config, check_name_servers, check_pool_overlaps,
 };
-use crate::api::cluster::{ClusterMode, ProxmoxClusterSpec};
-use crate::api::common::{
-    SecretRef, TemplateSelector, TemplateSource, VMID_MAX, VMID_MIN, VmIdRange, is_dns1123_label,
-    is_valid_tag,
-};
+use super::template::{check_template_source, check_vmid_range};
+use crate::api::cluster::ProxmoxClusterSpec;
+use crate::api::common::{SecretRef, is_dns1123_label};
+use crate::api::templates::ProxmoxClusterTemplateSpec;
 
-/// Every problem with a ProxmoxCluster spec, each naming its field.
+/// Every problem with a ProxmoxCluster spec, each naming its field (paths
+/// start at `spec.`) and saying what to write.
 ///
-/// Rules: the endpoint is required unless `externalManagedControlPlane`;
-/// `SingleInstance`/`MultiInstance` need at least one instance; instance names
-/// are unique DNS-1123 labels; credentials references name a Secret; a template
-/// needs `templateID` with `sourceNode`, or a selector; `vmIDRange.start <= end`,
-/// both in 100..=999999999; IP pools parse, have the right family, contain their
-/// gateway, and do not overlap between instances; the endpoint host is not
-/// inside a node pool; name servers are IP addresses.
+/// Rules: the endpoint is required unless `externalManagedControlPlane`, and
+/// when it is an IP address it is reachable (not loopback, multicast, …), not
+/// inside a node pool, not a pool's gateway, network or broadcast address;
+/// `SingleInstance`/`MultiInstance` need at least one instance, and
+/// `MultiInstance` an instance with `controlPlane` (unless the control plane
+/// is external); instance names are unique DNS-1123 labels; credentials
+/// references name a Secret; instances with the same Secret (one Proxmox
+/// cluster) share no node and no VMID; a template needs `templateID` with
+/// `sourceNode`, or a selector with valid Proxmox tags; `vmIDRange.start <=
+/// end`, both in 100..=999999999; IP pools parse, have the right family,
+/// contain their gateway, can serve hosts ([`ipam::check_usable`]) and do not
+/// overlap between instances; name servers are resolver addresses.
 pub fn validate_cluster(spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
+    validate_cluster_at("spec", spec)
+}
+
+/// [`validate_cluster`] for the cluster spec inside a ProxmoxClusterTemplate
+/// (paths start at `spec.template.spec.`).
+pub fn validate_cluster_template(spec: &ProxmoxClusterTemplateSpec) -> Vec<FieldError> {
+    validate_cluster_at("spec.template.spec", &spec.template.spec)
+}
+
+fn validate_cluster_at(base: &str, spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let external = spec.external_managed_control_plane.unwrap_or(false);
     match &spec.control_plane_endpoint {
         None if !external => errs.push(FieldError::new(
-            "spec.controlPlaneEndpoint",
-            "required unless spec.externalManagedControlPlane is true",
+            format!("{base}.controlPlaneEndpoint"),
+            "required unless spec.externalManagedControlPlane is true: write the host and port the API server will be reached at",
         )),
         Some(ep) => {
             if ep.host.trim().is_empty() {
                 errs.push(FieldError::new(
-                    "spec.controlPlaneEndpoint.host",
-                    "must not be empty",
+                    format!("{base}.controlPlaneEndpoint.host"),
+                    "must not be empty: write the API server's address or DNS name",
                 ));
             }
             if !(1..=65535).contains(&ep.port) {
                 errs.push(FieldError::new(
-                    "spec.controlPlaneEndpoint.port",
-                    format!("{} is not a TCP port (1..65535)", ep.port),
+                    format!("{base}.controlPlaneEndpoint.port"),
+                    format!("{} is not a TCP port (1..65535), e.g. 6443", ep.port),
                 ));
             }
         }
         None => {}
     }
     if let Some(r) = &spec.credentials_ref {
-        check_secret_ref("spec.credentialsRef", r, &mut errs);
+        check_secret_ref(&format!("{base}.credentialsRef"), r, &mut errs);
     }
-    check_node_names("spec.allowedNodes", &spec.allowed_nodes, &mut errs);
-    check_name_servers("spec.dnsServers", &spec.dns_servers, &mut errs);
+    check_node_names(
+        &format!("{base}.allowedNodes"),
+        &spec.allowed_nodes,
+        &mut errs,
+    );
+    check_name_servers(&format!("{base}.dnsServers"), &spec.dns_servers, &mut errs);
 
     let mut pools = Vec::new();
-    if let Some(c) = &spec.ipv4_config
-        && let Some(p) = check_ip_config("spec.ipv4Config", c, IpFamily::V4, &mut errs)
-    {
-        pools.push(p);
-    }
-    if let Some(c) = &spec.ipv6_config
-        && let Some(p) = check_ip_config("spec.ipv6Config", c, IpFamily::V6, &mut errs)
-    {
-        pools.push(p);
+    for (field, config, family) in [
+        ("ipv4Config", &spec.ipv4_config, IpFamily::V4),
+        ("ipv6Config", &spec.ipv6_config, IpFamily::V6),
+    ] {
+        if let Some(c) = config
+            && let Some(p) = check_ip_config(&format!("{base}.{field}"), c, family, &mut errs)
+        {
+            pools.push(p);
+        }
     }
 
-    let mode = spec.mode();
+    check_mode(base, spec, &mut errs);
     let instances = spec.instances();
-    if matches!(
-        mode,
-        ClusterMode::SingleInstance | ClusterMode::MultiInstance
-    ) && instances.is_empty()
-    {
-        errs.push(FieldError::new(
-            "spec.settings.instances",
-            format!(
-                "settings.mode {} needs at least one instance",
-                mode.as_str()
-            ),
-        ));
-    }
-
     let mut seen = BTreeSet::new();
     for (i, inst) in instances.iter().enumerate() {
-        let base = format!("spec.settings.instances[{i}]");
+        let ipath = format!("{base}.settings.instances[{i}]");
         if !is_dns1123_label(&inst.name) {
             errs.push(FieldError::new(
-                format!("{base}.name"),
+                format!("{ipath}.name"),
                 format!(
-                    "{:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters)",
+                    "{:?} is not a DNS-1123 label (lower-case letters, digits and '-', at most 63 characters), e.g. dc-a",
                     inst.name
                 ),
             ));
         }
         if !seen.insert(inst.name.as_str()) {
             errs.push(FieldError::new(
-                format!("{base}.name"),
-                format!("duplicate instance name {:?}", inst.name),
+                format!("{ipath}.name"),
+                format!(
+                    "duplicate instance name {:?}: give each instance its own name",
+                    inst.name
+                ),
             ));
         }
         check_secret_ref(
-            &format!("{base}.credentialsRef"),
+            &format!("{ipath}.credentialsRef"),
             &inst.credentials_ref,
             &mut errs,
         );
-        check_node_names(&format!("{base}.nodes"), &inst.nodes, &mut errs);
+        check_node_names(&format!("{ipath}.nodes"), &inst.nodes, &mut errs);
         if let Some(t) = &inst.template {
-            check_template_source(&format!("{base}.template"), t, &mut errs);
+            check_template_source(&format!("{ipath}.template"), t, &mut errs);
         }
         if let Some(r) = &inst.vm_id_range {
-            check_vmid_range(&format!("{base}.vmIDRange"), r, &mut errs);
+            check_vmid_range(&format!("{ipath}.vmIDRange"), r, &mut errs);
         }
         if let Some(net) = &inst.network {
-            let npath = format!("{base}.network");
-            if let Some(c) = &net.ipv4_config
-                && let Some(p) =
-                    check_ip_config(&format!("{npath}.ipv4Config"), c, IpFamily::V4, &mut errs)
-            {
-                pools.push(p.for_instance(&inst.name));
-            }
-            if let Some(c) = &net.ipv6_config
-                && let Some(p) =
-                    check_ip_config(&format!("{npath}.ipv6Config"), c, IpFamily::V6, &mut errs)
-            {
-                pools.push(p.for_instance(&inst.name));
+            let npath = format!("{ipath}.network");
+            for (field, config, family) in [
+                ("ipv4Config", &net.ipv4_config, IpFamily::V4),
+                ("ipv6Config", &net.ipv6_config, IpFamily::V6),
+            ] {
+                if let Some(c) = config
+                    && let Some(p) =
+                        check_ip_config(&format!("{npath}.{field}"), c, family, &mut errs)
+                {
+                    pools.push(p.for_instance(&inst.name));
+                }
             }
             check_name_servers(&format!("{npath}.dnsServers"), &net.dns_servers, &mut errs);
             if let Some(b) = &net.bridge
@@ -135,10 +142,11 @@ pub fn validate_cluster(spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
             }
         }
     }
+    check_same_cluster(base, instances, &mut errs);
     check_pool_overlaps(&pools, &mut errs);
     if let Some(ep) = &spec.control_plane_endpoint {
-        check_endpoint_outside_pools(
-            "spec.controlPlaneEndpoint.host",
+        check_endpoint(
+            &format!("{base}.controlPlaneEndpoint.host"),
             &ep.host,
             &pools,
             &mut errs,
@@ -147,8 +155,10 @@ pub fn validate_cluster(spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
     errs
 }
 
-/// Problems that do not block reconciling but deserve a warning condition,
-/// e.g. `allowedNodes` set together with `settings.instances` (ignored then).
+/// Problems that do not block reconciling but deserve a warning condition
+/// (and an admission warning): `allowedNodes` or `credentialsRef` set
+/// together with `settings.instances` (ignored then), and mode `Default`
+/// with several instances (only the first is used).
 pub fn cluster_warnings(spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
     let mut warnings = Vec::new();
     if !spec.instances().is_empty() {
@@ -165,6 +175,7 @@ pub fn cluster_warnings(spec: &ProxmoxClusterSpec) -> Vec<FieldError> {
             ));
         }
     }
+    warnings.extend(mode_warnings("spec", spec));
     warnings
 }
 
@@ -172,7 +183,7 @@ pub(super) fn check_secret_ref(path: &str, r: &SecretRef, errs: &mut Vec<FieldEr
     if r.name.trim().is_empty() {
         errs.push(FieldError::new(
             format!("{path}.name"),
-            "must name a Secret",
+            "must name a Secret (with url, token and secret)",
         ));
     }
     if let Some(ns) = &r.namespace
@@ -180,7 +191,7 @@ pub(super) fn check_secret_ref(path: &str, r: &SecretRef, errs: &mut Vec<FieldEr
     {
         errs.push(FieldError::new(
             format!("{path}.namespace"),
-            format!("{ns:?} is not a valid namespace name"),
+            format!("{ns:?} is not a valid namespace name (a DNS-1123 label)"),
         ));
     }
 }
@@ -196,7 +207,7 @@ pub(super) fn check_node_names(path: &str, nodes: &[String], errs: &mut Vec<Fiel
         } else if !seen.insert(n.as_str()) {
             errs.push(FieldError::new(
                 format!("{path}[{i}]"),
-                format!("duplicate node {n:?}"),
+                format!("duplicate node {n:?}: list each node once"),
             ));
         }
     }
@@ -218,78 +229,4 @@ pub(super) fn is_bridge_name(b: &str) -> bool {
     matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
         && b.len() <= 15
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
-pub(super) fn check_template_source(path: &str, t: &TemplateSource, errs: &mut Vec<FieldError>) {
-    match (&t.template_id, &t.template_selector) {
-        (Some(_), Some(_)) => errs.push(FieldError::new(
-            format!("{path}.templateSelector"),
-            "templateID and templateSelector are mutually exclusive",
-        )),
-        (None, None) => errs.push(FieldError::new(
-            path.to_string(),
-            "a template needs templateID with sourceNode, or templateSelector",
-        )),
-        (Some(id), None) => {
-            check_vmid(&format!("{path}.templateID"), *id, errs);
-            if t.source_node.is_none() {
-                errs.push(FieldError::new(
-                    format!("{path}.sourceNode"),
-                    "templateID needs sourceNode (the node that holds the template)",
-                ));
-            }
-        }
-        (None, Some(sel)) => check_selector(&format!("{path}.templateSelector"), sel, errs),
-    }
-    if let Some(n) = &t.source_node
-        && !is_node_name(n)
-    {
-        errs.push(FieldError::new(
-            format!("{path}.sourceNode"),
-            format!("{n:?} is not a Proxmox node name"),
-        ));
-    }
-}
-
-pub(super) fn check_selector(path: &str, sel: &TemplateSelector, errs: &mut Vec<FieldError>) {
-    if sel.match_tags.is_empty() {
-        errs.push(FieldError::new(
-            format!("{path}.matchTags"),
-            "must list at least one tag",
-        ));
-    }
-    check_tags(&format!("{path}.matchTags"), &sel.match_tags, errs);
-}
-
-pub(super) fn check_tags(path: &str, tags: &[String], errs: &mut Vec<FieldError>) {
-    for (i, t) in tags.iter().enumerate() {
-        if !is_valid_tag(t) {
-            errs.push(FieldError::new(
-                format!("{path}[{i}]"),
-                format!(
-                    "{t:?} is not a Proxmox tag (first [a-z0-9_], then [a-z0-9_+.-], case-insensitive)"
-                ),
-            ));
-        }
-    }
-}
-
-pub(super) fn check_vmid(path: &str, id: u32, errs: &mut Vec<FieldError>) {
-    if !(VMID_MIN..=VMID_MAX).contains(&id) {
-        errs.push(FieldError::new(
-            path.to_string(),
-            format!("{id} is outside Proxmox's VMID range {VMID_MIN}..{VMID_MAX}"),
-        ));
-    }
-}
-
-pub(super) fn check_vmid_range(path: &str, r: &VmIdRange, errs: &mut Vec<FieldError>) {
-    check_vmid(&format!("{path}.start"), r.start, errs);
-    check_vmid(&format!("{path}.end"), r.end, errs);
-    if r.start > r.end {
-        errs.push(FieldError::new(
-            path.to_string(),
-            format!("start {} is greater than end {}", r.start, r.end),
-        ));
-    }
 }

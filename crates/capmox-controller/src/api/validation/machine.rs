@@ -3,23 +3,25 @@
 use std::collections::BTreeSet;
 
 use super::FieldError;
-use super::cluster::{
-    check_node_names, check_selector, check_tags, check_vmid, check_vmid_range, is_bridge_name,
-    is_node_name,
-};
-use super::network::check_name_servers;
-use crate::api::cluster::{ClusterMode, ProxmoxClusterSpec};
-use crate::api::machine::{NicModel, ProxmoxMachineSpec};
+use super::cluster::{check_node_names, is_node_name};
+use super::nic::check_devices;
+use super::template::{check_selector, check_tags, check_vmid, check_vmid_range, range_text};
+use crate::api::cluster::{ClusterMode, InstanceSpec, ProxmoxClusterSpec};
+use crate::api::common::VmIdRange;
+use crate::api::machine::ProxmoxMachineSpec;
 use crate::api::templates::ProxmoxMachineTemplateSpec;
 
 /// Every problem with a ProxmoxMachine spec on its own, each naming its field
-/// (paths start at `spec.`).
+/// (paths start at `spec.`) and saying what to write.
 ///
 /// Rules: `storage`/`format` only with a full clone; `templateID` needs
-/// `sourceNode` and excludes `templateSelector`; tags in Proxmox syntax; disk
-/// slots valid and unique; NIC names `net0`..`net31` and unique, VLAN 1..=4094,
-/// MTU 1 or 576..=65520 and only with virtio, bridge names valid, MACs unicast;
-/// `vmIDRange` ordered and in range; `startup` and `bootOrder` in Proxmox syntax.
+/// `sourceNode` and excludes `templateSelector`, a selector has valid
+/// Proxmox tags; tags in Proxmox syntax; disk slots valid and unique; NIC
+/// names `net0`..`net31` and unique, VLAN 1..=4094, MTU 1 or 576..=65520 and
+/// only with virtio, bridge names valid, MACs a NIC can use (unicast, not
+/// all-zero) and unique, each `ipPoolRef` once; `vmIDRange` ordered and in
+/// range, holding `virtualMachineID`; `target` among `allowedNodes`;
+/// `startup` and `bootOrder` in Proxmox syntax.
 pub fn validate_machine(spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
     validate_machine_at("spec", spec)
 }
@@ -31,14 +33,26 @@ pub fn validate_machine_template(spec: &ProxmoxMachineTemplateSpec) -> Vec<Field
 }
 
 /// Problems of a machine spec relative to its cluster: a pinned `instance`
-/// that the cluster does not list, a `vmIDRange` outside the instance's, or
-/// `allowedNodes` outside the instance's nodes.
+/// that the cluster does not list, `allowedNodes` outside the pinned
+/// instance's nodes, and a `vmIDRange` outside the range of an instance the
+/// machine can be placed in (the pinned one; otherwise the first in mode
+/// `Default`, any in the other modes) — a machine's own range replaces the
+/// instance's when its VMID is chosen.
 pub fn validate_machine_for_cluster(
     spec: &ProxmoxMachineSpec,
     cluster: &ProxmoxClusterSpec,
 ) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let Some(pin) = &spec.instance else {
+        if let Some(mine) = &spec.vm_id_range {
+            let candidates = match cluster.mode() {
+                ClusterMode::Default => cluster.instances().get(..1).unwrap_or_default(),
+                _ => cluster.instances(),
+            };
+            for inst in candidates {
+                check_inside(mine, inst, "spec.instance", &mut errs);
+            }
+        }
         return errs;
     };
     let instances = cluster.instances();
@@ -65,28 +79,53 @@ pub fn validate_machine_for_cluster(
         ));
         return errs;
     };
-    if let (Some(mine), Some(theirs)) = (&spec.vm_id_range, &inst.vm_id_range)
-        && (mine.start < theirs.start || mine.end > theirs.end)
-    {
-        errs.push(FieldError::new(
-            "spec.vmIDRange",
-            format!(
-                "{}-{} is not inside instance {pin:?}'s vmIDRange {}-{}",
-                mine.start, mine.end, theirs.start, theirs.end
-            ),
-        ));
+    if let Some(mine) = &spec.vm_id_range {
+        check_inside(mine, inst, "", &mut errs);
     }
     if !inst.nodes.is_empty() {
         for (i, n) in spec.allowed_nodes.iter().enumerate() {
             if !inst.nodes.contains(n) {
                 errs.push(FieldError::new(
                     format!("spec.allowedNodes[{i}]"),
-                    format!("node {n:?} is not among instance {pin:?}'s nodes"),
+                    format!(
+                        "node {n:?} is not among instance {pin:?}'s nodes ({}): list only nodes of that instance",
+                        inst.nodes.join(", ")
+                    ),
                 ));
             }
         }
     }
     errs
+}
+
+/// The machine's `vmIDRange` inside `inst`'s; `alternative` names another
+/// field that would avoid the problem (pinning), if any.
+fn check_inside(
+    mine: &VmIdRange,
+    inst: &InstanceSpec,
+    alternative: &str,
+    errs: &mut Vec<FieldError>,
+) {
+    let Some(theirs) = &inst.vm_id_range else {
+        return;
+    };
+    if mine.start >= theirs.start && mine.end <= theirs.end {
+        return;
+    }
+    let or_pin = if alternative.is_empty() {
+        String::new()
+    } else {
+        format!(", or set {alternative} to an instance whose range holds it")
+    };
+    errs.push(FieldError::new(
+        "spec.vmIDRange",
+        format!(
+            "{} is not inside instance {:?}'s vmIDRange {}: machines there may only use that range; narrow spec.vmIDRange to it{or_pin}",
+            range_text(mine),
+            inst.name,
+            range_text(theirs)
+        ),
+    ));
 }
 
 fn validate_machine_at(base: &str, spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
@@ -194,89 +233,40 @@ fn validate_machine_at(base: &str, spec: &ProxmoxMachineSpec) -> Vec<FieldError>
         }
     }
     if let Some(net) = &spec.network {
-        let mut names = BTreeSet::new();
-        for (i, d) in net.network_devices.iter().enumerate() {
-            let p = format!("{base}.network.networkDevices[{i}]");
-            if !is_net_name(&d.name) {
-                errs.push(FieldError::new(
-                    format!("{p}.name"),
-                    format!("{:?} is not a device name net0..net31", d.name),
-                ));
-            } else if !names.insert(d.name.as_str()) {
-                errs.push(FieldError::new(
-                    format!("{p}.name"),
-                    format!("device {} is listed twice", d.name),
-                ));
-            }
-            if let Some(b) = &d.bridge
-                && !is_bridge_name(b)
-            {
-                errs.push(FieldError::new(
-                    format!("{p}.bridge"),
-                    format!("{b:?} is not a bridge name (e.g. vmbr0)"),
-                ));
-            }
-            if let Some(v) = d.vlan
-                && !(1..=4094).contains(&v)
-            {
-                errs.push(FieldError::new(
-                    format!("{p}.vlan"),
-                    format!("VLAN tag {v} is outside 1..4094"),
-                ));
-            }
-            if let Some(mtu) = d.mtu {
-                if mtu != 1 && !(576..=65520).contains(&mtu) {
-                    errs.push(FieldError::new(
-                        format!("{p}.mtu"),
-                        format!(
-                            "{mtu} must be 1 (inherit the bridge MTU) or between 576 and 65520"
-                        ),
-                    ));
-                }
-                let model = d.model.unwrap_or_default();
-                if model != NicModel::Virtio {
-                    errs.push(FieldError::new(
-                        format!("{p}.mtu"),
-                        format!(
-                            "mtu is only supported with model virtio, not {}",
-                            model.as_str()
-                        ),
-                    ));
-                }
-            }
-            if let Some(mac) = &d.mac_address
-                && !is_unicast_mac(mac)
-            {
-                errs.push(FieldError::new(
-                    format!("{p}.macAddress"),
-                    format!("{mac:?} is not a unicast MAC address XX:XX:XX:XX:XX:XX"),
-                ));
-            }
-            for (j, r) in d.ip_pool_ref.iter().enumerate() {
-                if r.name.is_empty() || r.kind.is_empty() || r.api_group.is_empty() {
-                    errs.push(FieldError::new(
-                        format!("{p}.ipPoolRef[{j}]"),
-                        "apiGroup, kind and name are all required",
-                    ));
-                }
-            }
-            if d.ip_pool_ref.len() > 2 {
-                errs.push(FieldError::new(
-                    format!("{p}.ipPoolRef"),
-                    "at most one pool per IP family (two entries)",
-                ));
-            }
-            check_name_servers(&format!("{p}.dnsServers"), &d.dns_servers, &mut errs);
-        }
+        check_devices(base, &net.network_devices, &mut errs);
     }
     if let Some(r) = &spec.vm_id_range {
         check_vmid_range(&format!("{base}.vmIDRange"), r, &mut errs);
+        if let Some(id) = spec.virtual_machine_id
+            && r.start <= r.end
+            && !r.contains(id)
+        {
+            errs.push(FieldError::new(
+                format!("{base}.virtualMachineID"),
+                format!(
+                    "{id} is outside {base}.vmIDRange {}: remove virtualMachineID (the controller picks one) or widen the range",
+                    range_text(r)
+                ),
+            ));
+        }
     }
     check_node_names(
         &format!("{base}.allowedNodes"),
         &spec.allowed_nodes,
         &mut errs,
     );
+    if let Some(t) = &spec.target
+        && !spec.allowed_nodes.is_empty()
+        && !spec.allowed_nodes.contains(t)
+    {
+        errs.push(FieldError::new(
+            format!("{base}.target"),
+            format!(
+                "node {t:?} is not among {base}.allowedNodes ({}): add it there or pick one of them",
+                spec.allowed_nodes.join(", ")
+            ),
+        ));
+    }
     check_tags(&format!("{base}.tags"), &spec.tags, &mut errs);
     if let Some(s) = &spec.startup
         && !is_startup(s)
@@ -328,15 +318,6 @@ pub(crate) fn is_disk_slot(s: &str) -> bool {
 /// `net0..net31`.
 pub(crate) fn is_net_name(s: &str) -> bool {
     indexed(s, "net", 31)
-}
-
-fn is_unicast_mac(mac: &str) -> bool {
-    let parts: Vec<&str> = mac.split(':').collect();
-    parts.len() == 6
-        && parts
-            .iter()
-            .all(|p| p.len() == 2 && p.chars().all(|c| c.is_ascii_hexdigit()))
-        && u8::from_str_radix(parts[0], 16).is_ok_and(|b| b & 1 == 0)
 }
 
 fn is_startup(s: &str) -> bool {

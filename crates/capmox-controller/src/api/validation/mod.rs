@@ -4,15 +4,30 @@
 //! (a CRD may have been installed without its rules, or edited).
 //!
 //! Every function returns **all** problems, each with the field path it is
-//! about (`spec.settings.instances[1].name`), never stopping at the first.
+//! about (`spec.settings.instances[1].name`) and a message that says what to
+//! write, never stopping at the first. The admission webhook and the
+//! reconcilers call the same functions, so a spec refused at admission is
+//! also refused before any Proxmox call when no webhook ran.
+//!
+//! | module | checks |
+//! |---|---|
+//! | `cluster` | ProxmoxCluster / ProxmoxClusterTemplate: endpoint, instances, credentials |
+//! | `instances` | mode versus instances, instances that are one Proxmox cluster |
+//! | `network` | IP pools (parse, usable by hosts, disjoint), endpoint, name servers |
+//! | `template` | template sources, tag selectors, Proxmox tags, VMID ranges |
+//! | `machine` | ProxmoxMachine / ProxmoxMachineTemplate, and a machine against its cluster |
+//! | `nic` | network devices: VLAN, MTU, MAC, pools |
 
 mod cluster;
+mod instances;
 mod machine;
 mod network;
+mod nic;
+mod template;
 
 use std::fmt;
 
-pub use cluster::{cluster_warnings, validate_cluster};
+pub use cluster::{cluster_warnings, validate_cluster, validate_cluster_template};
 pub use machine::{validate_machine, validate_machine_for_cluster, validate_machine_template};
 
 /// One validation problem: the field path and what is wrong with it.
@@ -49,5 +64,7 @@ pub fn summarize(errors: &[FieldError]) -> String {
         .join("; ")
 }
 
+#[cfg(test)]
+mod refusals;
 #[cfg(test)]
 mod tests;

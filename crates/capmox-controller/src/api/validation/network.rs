@@ -1,4 +1,7 @@
-//! IP pool and name-server checks, built on the `ipam` crate.
+//! IP pool, endpoint and name-server checks, built on the `ipam` crate:
+//! pools must parse ([`ipam::Pool::parse_as`]) and be able to serve hosts
+//! ([`ipam::check_usable`]); addresses that no host can have are refused
+//! where a host address is meant ([`ipam::special_block`]).
 
 use std::net::IpAddr;
 
@@ -49,11 +52,16 @@ pub(super) fn check_ip_config(
     errs: &mut Vec<FieldError>,
 ) -> Option<NamedPool> {
     match Pool::parse_as(path, &pool_spec(config), family) {
-        Ok(pool) => Some(NamedPool {
-            path: path.to_string(),
-            instance: None,
-            pool,
-        }),
+        Ok(pool) => {
+            for e in ipam::check_usable(&pool) {
+                push_ipam(errs, e.at(path), path);
+            }
+            Some(NamedPool {
+                path: path.to_string(),
+                instance: None,
+                pool,
+            })
+        }
         Err(problems) => {
             for e in problems {
                 push_ipam(errs, e.at(path), path);
@@ -76,7 +84,7 @@ pub(super) fn check_pool_overlaps(pools: &[NamedPool], errs: &mut Vec<FieldError
                 errs.push(FieldError::new(
                     b.path.clone(),
                     format!(
-                        "overlaps {} (both can hand out {range}); pools of different instances must be disjoint",
+                        "overlaps {} (both can hand out {range}): pools of different instances must be disjoint, give each instance its own addresses",
                         a.path
                     ),
                 ));
@@ -85,8 +93,10 @@ pub(super) fn check_pool_overlaps(pools: &[NamedPool], errs: &mut Vec<FieldError
     }
 }
 
-/// The control-plane endpoint must not be an address a node can get.
-pub(super) fn check_endpoint_outside_pools(
+/// The control-plane endpoint, when it is an IP address: one other machines
+/// can reach, not one a node can get from a pool, not a pool's gateway, not
+/// the network or broadcast address of a pool's subnet.
+pub(super) fn check_endpoint(
     path: &str,
     host: &str,
     pools: &[NamedPool],
@@ -95,23 +105,78 @@ pub(super) fn check_endpoint_outside_pools(
     let Ok(addr) = host.parse::<IpAddr>() else {
         return;
     };
-    for p in pools.iter().filter(|p| p.pool.contains(addr)) {
+    if let Some((block, what)) = ipam::special_block(addr) {
         errs.push(FieldError::new(
             path,
             format!(
-                "{addr} lies inside the node pool {}; the API endpoint would be handed to a machine",
-                p.path
+                "{addr} cannot be the API endpoint: it lies in {what} {block}, which other machines cannot reach; write the address the API server is reached at (e.g. a kube-vip address)"
             ),
         ));
+        return;
+    }
+    for p in pools {
+        let subnet = p.pool.subnet();
+        if p.pool.contains(addr) {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "{addr} lies inside the node pool {}, so a machine could get it: pick an address outside the pools",
+                    p.path
+                ),
+            ));
+        } else if p.pool.gateway() == Some(addr) {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "{addr} is the gateway of {}: write the API server's own address",
+                    p.path
+                ),
+            ));
+        } else if addr.is_ipv4() && subnet.prefix_len() <= 30 && subnet.network() == addr {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "{addr} is the network address of {subnet} ({}): write a host address",
+                    p.path
+                ),
+            ));
+        } else if addr.is_ipv4() && subnet.prefix_len() <= 30 && subnet.broadcast() == addr {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "{addr} is the broadcast address of {subnet} ({}): write a host address",
+                    p.path
+                ),
+            ));
+        }
     }
 }
 
-/// Each entry must be an IP address.
+/// Each entry must be the IP address of a resolver. Loopback (a local stub
+/// resolver) and link-local (a cloud's metadata resolver) addresses can be
+/// right; unspecified, multicast, reserved and IPv4-mapped ones cannot.
 pub(super) fn check_name_servers(path: &str, servers: &[String], errs: &mut Vec<FieldError>) {
     for (i, s) in servers.iter().enumerate() {
         let field = format!("{path}[{i}]");
-        if let Err(e) = ipam::parse_address(&field, s) {
-            push_ipam(errs, e, &field);
+        match ipam::parse_address(&field, s) {
+            Err(e) => push_ipam(errs, e, &field),
+            Ok(addr) => {
+                let link_local = match addr {
+                    IpAddr::V4(a) => a.is_link_local(),
+                    IpAddr::V6(a) => a.is_unicast_link_local(),
+                };
+                if let Some((block, what)) = ipam::special_block(addr)
+                    && !addr.is_loopback()
+                    && !link_local
+                {
+                    errs.push(FieldError::new(
+                        field,
+                        format!(
+                            "{addr} cannot be a name server: it lies in {what} {block}; write the resolver's address (e.g. 1.1.1.1)"
+                        ),
+                    ));
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use super::*;
 use crate::api::{ProxmoxClusterSpec, ProxmoxMachineSpec, ProxmoxMachineTemplateSpec, crd};
 
-fn valid_cluster() -> Value {
+pub(super) fn valid_cluster() -> Value {
     json!({
         "controlPlaneEndpoint": {"host": "10.10.0.5", "port": 6443},
         "dnsServers": ["1.1.1.1"],
@@ -27,7 +27,7 @@ fn valid_cluster() -> Value {
     })
 }
 
-fn valid_machine() -> Value {
+pub(super) fn valid_machine() -> Value {
     json!({
         "numSockets": 1, "numCores": 2, "memoryMiB": 4096,
         "disks": {"bootVolume": {"disk": "scsi0", "sizeGb": 40},
@@ -43,7 +43,7 @@ fn valid_machine() -> Value {
 }
 
 /// Sets `value` at a `/`-separated pointer into `doc`, creating objects as needed.
-fn set(doc: &mut Value, pointer: &str, value: Value) {
+pub(super) fn set(doc: &mut Value, pointer: &str, value: Value) {
     let mut cur = doc;
     let parts: Vec<&str> = pointer.trim_start_matches('/').split('/').collect();
     for (i, p) in parts.iter().enumerate() {
@@ -69,7 +69,7 @@ fn set(doc: &mut Value, pointer: &str, value: Value) {
     }
 }
 
-fn remove(doc: &mut Value, pointer: &str) {
+pub(super) fn remove(doc: &mut Value, pointer: &str) {
     let (parent, key) = pointer.rsplit_once('/').unwrap();
     let target = if parent.is_empty() {
         doc

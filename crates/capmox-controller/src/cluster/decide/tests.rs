@@ -361,7 +361,7 @@ fn default_mode_uses_the_first_instance_only() {
         (
             "False",
             "InstancesUnavailable",
-            "dc-a: cannot reach https://dc-c:8006: connection refused"
+            "dc-a: cannot reach https://dc-c:8006: connection refused; warning: spec.settings.mode: settings.mode Default uses only the first instance (\"dc-a\"); \"dc-b\", \"dc-c\" are never used: set settings.mode to MultiInstance to spread machines over them, or remove them"
         )
     );
     assert!(provisioned(&d2.status));
@@ -566,7 +566,7 @@ fn invalid_spec_changes_only_conditions() {
         (
             "False",
             "InvalidSpec",
-            "spec.settings.instances[1].name: duplicate instance name \"dc-a\"; fix the spec (no Proxmox call is made until it is valid)"
+            "spec.settings.instances[1].name: duplicate instance name \"dc-a\": give each instance its own name; fix the spec (no Proxmox call is made until it is valid)"
         )
     );
     assert_eq!(cond(&d.status, CREDENTIALS_READY).0, "Unknown");
