@@ -64,7 +64,10 @@ pub fn claim_object(
 ) -> Result<IPAddressClaim, Error> {
     let labels: BTreeMap<String, String> = [
         (CLUSTER_NAME_LABEL.to_string(), cluster_name.to_string()),
-        (MACHINE_LABEL.to_string(), machine.name_any()),
+        (
+            MACHINE_LABEL.to_string(),
+            crate::names::label_value(&machine.name_any()),
+        ),
     ]
     .into();
     Ok(IPAddressClaim {

@@ -46,31 +46,14 @@ pub enum InstancePool {
     Recorded(PoolRef, Option<u32>),
 }
 
-fn cut(name: String) -> String {
-    if name.len() <= 253 {
-        return name;
-    }
-    // FNV-1a: stable across builds and platforms.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    let mut head = name[..240].to_string();
-    while head.ends_with(['-', '.']) {
-        head.pop();
-    }
-    format!("{head}-{h:012x}").chars().take(253).collect()
-}
-
 /// Claim name for an instance pool.
 pub fn instance_claim_name(machine: &str, net: &str, family: IpFamily) -> String {
-    cut(format!("{machine}-{net}-{}", family.as_str()))
+    crate::names::claim_name(machine, net, family)
 }
 
 /// Claim name for the i-th `ipPoolRef` of a device.
 pub fn ref_claim_name(machine: &str, net: &str, i: usize) -> String {
-    cut(format!("{machine}-{net}-{i}"))
+    crate::names::ref_claim_name(machine, net, i)
 }
 
 /// The devices of a spec: the listed ones, plus an implicit `net0`.

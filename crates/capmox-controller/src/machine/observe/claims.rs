@@ -109,7 +109,10 @@ pub async fn owned(
 ) -> Result<Vec<IPAddressClaim>, Error> {
     let ns = machine.namespace().unwrap_or_default();
     let api: Api<IPAddressClaim> = Api::namespaced(kube.clone(), &ns);
-    let lp = ListParams::default().labels(&format!("{MACHINE_LABEL}={}", machine.name_any()));
+    let lp = ListParams::default().labels(&format!(
+        "{MACHINE_LABEL}={}",
+        crate::names::label_value(&machine.name_any())
+    ));
     Ok(api
         .list(&lp)
         .await?

@@ -164,7 +164,7 @@ fn initial(
         media_uploaded: vmid.is_some() && memo.media_uploaded == vmid,
         desired: vmconfig::desired(
             &m.spec,
-            &m.metadata.name.clone().unwrap_or_default(),
+            &crate::names::vm_name(&m.metadata.name.clone().unwrap_or_default()),
             marker,
             bridge.as_deref(),
         )

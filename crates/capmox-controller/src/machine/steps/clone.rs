@@ -134,7 +134,7 @@ pub fn request(
     plan: &Plan,
 ) -> Result<CloneRequest, String> {
     let mut req = CloneRequest::new(vmid)
-        .name(name.to_string())
+        .name(crate::names::vm_name(name))
         .full(spec.full.unwrap_or(true))
         .description(marker.description(spec.description.as_deref()));
     if plan.node.as_str() != plan.template.node {

@@ -242,7 +242,7 @@ fn seed(
     let provider_id = inject.then(|| provider_id(run, facts, &uuid.to_string()));
     Ok(SeedInput {
         instance_id: uuid.to_string(),
-        hostname: run.me.name.clone(),
+        hostname: crate::names::hostname(&run.me.name),
         provider_id,
         user_data,
         interfaces,

@@ -51,7 +51,7 @@ pub async fn provision(
         }
     }
     let st = &mut run.status;
-    st.addresses = addresses::machine_addresses(&run.me.name, &devs);
+    st.addresses = addresses::machine_addresses(&crate::names::hostname(&run.me.name), &devs);
     st.ip_addresses = devs;
     st.network = config
         .nets

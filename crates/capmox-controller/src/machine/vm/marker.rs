@@ -58,7 +58,7 @@ impl Marker {
 
     /// The ownership tag `capmox-<uid>`, sanitised to Proxmox's tag syntax.
     pub fn tag(&self) -> Tag {
-        Tag::sanitize(&format!("{TAG_PREFIX}{}", self.uid))
+        crate::names::owner_tag(&self.uid)
     }
 
     /// The description line `capmox: <namespace>/<name> uid=<uid>`.
@@ -109,14 +109,13 @@ impl Marker {
     }
 }
 
-/// The bootstrap ISO file name of the VM `vmid` of machine `uid`:
-/// `capmox-<vmid>-<uid>.iso`, unique per (VMID, machine UID) so a cleanup
-/// never deletes another VM's ISO (docs/field-cases.md B20), and carrying
-/// the UID so a deletion can sweep for it when the record is lost.
-/// Proxmox volume names allow `[A-Za-z0-9_.-]`; a Kubernetes UID is
-/// lower-case hex and `-`.
+/// The bootstrap ISO file name of the VM `vmid` of machine `uid`
+/// (`capmox-<vmid>-<uid>.iso`, see [`crate::names::iso_file_name`]): unique
+/// per (VMID, machine UID) so a cleanup never deletes another VM's ISO
+/// (docs/field-cases.md B20), and carrying the UID so a deletion can sweep
+/// for it when the record is lost.
 pub fn iso_file_name(vmid: u32, uid: &str) -> String {
-    format!("capmox-{vmid}-{}.iso", uid.to_ascii_lowercase())
+    crate::names::iso_file_name(vmid, uid)
 }
 
 /// Whether an ISO file name is one of machine `uid`'s (any VMID).
