@@ -522,6 +522,19 @@ fn bad_objects_are_refused_by_field() {
     let base = json!({"apiVersion": V1ALPHA2, "kind": "ProxmoxMachine", "metadata": {"name": "x"}, "spec": {"numCores": "four"}});
     let e = convert(&base, V1ALPHA3).unwrap_err();
     assert_eq!(e.path, "spec.numCores");
+    // Also inside the fields the Go provider inlines (`ipv4Config`, `routes`).
+    let pool = json!({"apiVersion": V1ALPHA2, "kind": "ProxmoxCluster", "metadata": {"name": "x"},
+        "spec": {"dnsServers": ["8.8.8.8"], "ipv4Config": {"addresses": ["10.0.0.2"], "prefix": "24", "gateway": "10.0.0.1"}}});
+    assert_eq!(
+        convert(&pool, V1ALPHA3).unwrap_err().path,
+        "spec.ipv4Config.prefix"
+    );
+    let route = json!({"apiVersion": V1ALPHA2, "kind": "ProxmoxMachine", "metadata": {"name": "x"},
+        "spec": {"network": {"networkDevices": [{"name": "net0", "routes": [{"metric": "high"}]}]}}});
+    assert_eq!(
+        convert(&route, V1ALPHA3).unwrap_err().path,
+        "spec.network.networkDevices[0].routes[0].metric"
+    );
     let mut v1 = base.clone();
     v1["apiVersion"] = json!("infrastructure.cluster.x-k8s.io/v1alpha1");
     let e = convert(&v1, V1ALPHA3).unwrap_err();

@@ -10,8 +10,10 @@
 //! fields, defaults, CEL rules): string enums stay strings so that every
 //! `v1alpha3` value has a `v1alpha2` spelling, and a field the schema
 //! requires but a down-converted `v1alpha3` object may lack is an `Option`
-//! marked required. What each field means on our side is in
-//! `docs/migrating-from-capmox.md`.
+//! marked required. Fields the Go provider inlines (a device's routes) or
+//! repeats (a zone's pools) are spelled out where they appear:
+//! `#[serde(flatten)]` would lose the field path of a parse error. What each
+//! field means on our side is in `docs/migrating-from-capmox.md`.
 
 pub mod cluster;
 pub mod common;
