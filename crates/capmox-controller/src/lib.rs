@@ -3,7 +3,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`api`] | the custom resources (`infrastructure.cluster.x-k8s.io/v1alpha3`, CAPI contract v1beta2), validation, CRD generation |
+//! | [`api`] | the custom resources (`infrastructure.cluster.x-k8s.io/v1alpha3`, CAPI contract v1beta2), validation, CRD generation; the Go provider's `v1alpha2`, served, and the conversion between the two |
 //! | [`capi`] | shims of the CAPI objects we read or create (Cluster, Machine, IPAM), contract labels and owner rules |
 //! | [`conditions`] | merging `metav1.Condition`s |
 //! | [`backoff`] | per-object retry backoff |

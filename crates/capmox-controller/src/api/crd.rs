@@ -1,36 +1,127 @@
 //! CRD generation: the four CustomResourceDefinitions as YAML, exactly as
 //! `make generate` writes them to `config/crd/bases/`.
+//!
+//! Each CRD serves two versions: `v1alpha3` (stored; listed first) and
+//! `v1alpha2` (the Go provider's schema, deprecated, for taking over its
+//! clusters). kube-apiserver converts between them by calling the
+//! conversion webhook ([`super::conversion::convert_review`]) at
+//! `https://capmox-webhook-service.capmox-system.svc:443/convert`, whose CA
+//! cert-manager injects from the Certificate `capmox-system/capmox-serving-cert`.
+//! The CAPI contract label lists both versions (`v1alpha2_v1alpha3`; CAPI
+//! uses the newest, contract section "Contract label on CRD").
+
+use std::collections::BTreeMap;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+    CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionVersion,
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool, ServiceReference,
+    WebhookClientConfig, WebhookConversion,
 };
 use kube::CustomResourceExt;
 
+use super::v1alpha2;
 use super::{ProxmoxCluster, ProxmoxClusterTemplate, ProxmoxMachine, ProxmoxMachineTemplate};
 
-/// Every CRD of this provider, in a stable order, with the schema tidied for
-/// kube-apiserver (see [`tidy_schema`]).
+/// Namespace of the manager, its webhook Service and serving certificate.
+pub const WEBHOOK_NAMESPACE: &str = "capmox-system";
+/// The Service in front of the manager's webhook server (port 443 → 9443).
+pub const WEBHOOK_SERVICE: &str = "capmox-webhook-service";
+/// Port of [`WEBHOOK_SERVICE`] kube-apiserver calls.
+pub const WEBHOOK_SERVICE_PORT: i32 = 443;
+/// Path of the conversion webhook.
+pub const CONVERSION_PATH: &str = "/convert";
+/// The cert-manager Certificate whose CA is injected into the CRDs'
+/// `spec.conversion.webhook.clientConfig.caBundle`.
+pub const SERVING_CERT: &str = "capmox-serving-cert";
+/// The cert-manager CA injector annotation.
+pub const INJECT_CA_ANNOTATION: &str = "cert-manager.io/inject-ca-from";
+
+/// Every CRD of this provider, in a stable order: both versions, the
+/// schemas tidied for kube-apiserver (see [`tidy_schema`]), webhook
+/// conversion, the contract label of both versions.
 pub fn all() -> Vec<CustomResourceDefinition> {
     [
-        ProxmoxCluster::crd(),
-        ProxmoxClusterTemplate::crd(),
-        ProxmoxMachine::crd(),
-        ProxmoxMachineTemplate::crd(),
+        (ProxmoxCluster::crd(), v1alpha2::ProxmoxCluster::crd()),
+        (
+            ProxmoxClusterTemplate::crd(),
+            v1alpha2::ProxmoxClusterTemplate::crd(),
+        ),
+        (ProxmoxMachine::crd(), v1alpha2::ProxmoxMachine::crd()),
+        (
+            ProxmoxMachineTemplate::crd(),
+            v1alpha2::ProxmoxMachineTemplate::crd(),
+        ),
     ]
     .into_iter()
-    .map(|mut crd| {
-        for v in &mut crd.spec.versions {
-            if let Some(schema) = v
-                .schema
-                .as_mut()
-                .and_then(|s| s.open_api_v3_schema.as_mut())
-            {
-                tidy_schema(schema);
-            }
-        }
-        crd
-    })
+    .map(|(stored, served)| two_versions(stored, served))
     .collect()
+}
+
+/// `stored` (the `v1alpha3` CRD) serving `old`'s only version as well.
+fn two_versions(
+    mut stored: CustomResourceDefinition,
+    old: CustomResourceDefinition,
+) -> CustomResourceDefinition {
+    let kind = stored.spec.names.kind.clone();
+    for v in &mut stored.spec.versions {
+        if let Some(schema) = schema_of(v) {
+            tidy_schema(schema);
+        }
+    }
+    for mut v in old.spec.versions {
+        if let Some(schema) = schema_of(&mut v) {
+            tidy_schema(schema);
+            v1alpha2::schema::as_capmox(&kind, schema);
+        }
+        v.served = true;
+        v.storage = false;
+        v.deprecated = Some(true);
+        v.deprecation_warning = Some(format!(
+            "{}/{} {kind} is the Go provider's version, served for taking over its clusters; use {}/{}",
+            super::GROUP,
+            v1alpha2::VERSION,
+            super::GROUP,
+            super::VERSION
+        ));
+        stored.spec.versions.push(v);
+    }
+    let (label, value) = super::CONTRACT_LABEL;
+    stored
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(label.to_string(), value.to_string());
+    stored
+        .metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            INJECT_CA_ANNOTATION.to_string(),
+            format!("{WEBHOOK_NAMESPACE}/{SERVING_CERT}"),
+        );
+    stored.spec.conversion = Some(CustomResourceConversion {
+        strategy: "Webhook".to_string(),
+        webhook: Some(WebhookConversion {
+            client_config: Some(WebhookClientConfig {
+                service: Some(ServiceReference {
+                    name: WEBHOOK_SERVICE.to_string(),
+                    namespace: WEBHOOK_NAMESPACE.to_string(),
+                    path: Some(CONVERSION_PATH.to_string()),
+                    port: Some(WEBHOOK_SERVICE_PORT),
+                }),
+                ca_bundle: None,
+                url: None,
+            }),
+            conversion_review_versions: vec!["v1".to_string()],
+        }),
+    });
+    stored
+}
+
+fn schema_of(v: &mut CustomResourceDefinitionVersion) -> Option<&mut JSONSchemaProps> {
+    v.schema
+        .as_mut()
+        .and_then(|s| s.open_api_v3_schema.as_mut())
 }
 
 /// Rewrites what schemars emits for Rust unsigned integer types into the

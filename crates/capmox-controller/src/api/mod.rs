@@ -1,12 +1,17 @@
 //! The custom resources of `infrastructure.cluster.x-k8s.io/v1alpha3`
 //! (CAPI contract v1beta2): `ProxmoxCluster`, `ProxmoxClusterTemplate`,
-//! `ProxmoxMachine`, `ProxmoxMachineTemplate`, and their validation.
+//! `ProxmoxMachine`, `ProxmoxMachineTemplate`, and their validation; the
+//! Go provider's `v1alpha2` of the same kinds ([`v1alpha2`]), served for
+//! taking over its clusters, and the conversion between the two
+//! ([`conversion`]).
 
 pub mod cluster;
 pub mod common;
+pub mod conversion;
 pub mod crd;
 pub mod machine;
 pub mod templates;
+pub mod v1alpha2;
 pub mod validation;
 
 pub use cluster::{
@@ -33,5 +38,6 @@ pub use templates::{
 pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 /// API version of every kind here.
 pub const VERSION: &str = "v1alpha3";
-/// CAPI contract label stamped on every CRD (contract v1beta2 → our versions).
-pub const CONTRACT_LABEL: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "v1alpha3");
+/// CAPI contract label stamped on every CRD: contract v1beta2 → the served
+/// versions of that contract, `_`-separated (CAPI uses the newest).
+pub const CONTRACT_LABEL: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "v1alpha2_v1alpha3");

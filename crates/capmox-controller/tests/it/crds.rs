@@ -55,17 +55,29 @@ fn crds_carry_the_contract_label_and_names() {
     );
     for c in &crds {
         let labels = c.metadata.labels.as_ref().unwrap();
+        // CAPI contract: the versions of contract v1beta2, `_`-separated.
         assert_eq!(
             labels.get("cluster.x-k8s.io/v1beta2").map(String::as_str),
-            Some("v1alpha3")
+            Some("v1alpha2_v1alpha3")
         );
         assert_eq!(c.spec.scope, "Namespaced");
         assert_eq!(
             c.spec.names.categories.as_deref(),
             Some(&["cluster-api".to_string()][..])
         );
-        assert_eq!(c.spec.versions.len(), 1);
-        assert_eq!(c.spec.versions[0].name, "v1alpha3");
+        let versions: Vec<(&str, bool, bool, Option<bool>)> = c
+            .spec
+            .versions
+            .iter()
+            .map(|v| (v.name.as_str(), v.served, v.storage, v.deprecated))
+            .collect();
+        assert_eq!(
+            versions,
+            [
+                ("v1alpha3", true, true, None),
+                ("v1alpha2", true, false, Some(true))
+            ]
+        );
     }
     let status = |kind: &str| {
         crds.iter()
@@ -82,6 +94,99 @@ fn crds_carry_the_contract_label_and_names() {
     assert!(status("ProxmoxMachine"));
     assert!(status("ProxmoxMachineTemplate"));
     assert!(!status("ProxmoxClusterTemplate"));
+    // v1alpha2 as the Go provider serves it: templates have no status.
+    let v1alpha2_status = |kind: &str| {
+        crds.iter()
+            .find(|c| c.spec.names.kind == kind)
+            .unwrap()
+            .spec
+            .versions[1]
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some()
+    };
+    assert!(v1alpha2_status("ProxmoxCluster"));
+    assert!(v1alpha2_status("ProxmoxMachine"));
+    assert!(!v1alpha2_status("ProxmoxMachineTemplate"));
+    assert!(!v1alpha2_status("ProxmoxClusterTemplate"));
+}
+
+#[test]
+fn crds_convert_through_the_webhook() {
+    for c in crd::all() {
+        let kind = &c.spec.names.kind;
+        assert_eq!(
+            c.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
+                .map(String::as_str),
+            Some("capmox-system/capmox-serving-cert"),
+            "{kind}"
+        );
+        let conversion = serde_json::to_value(c.spec.conversion.as_ref().unwrap()).unwrap();
+        assert_eq!(
+            conversion,
+            serde_json::json!({
+                "strategy": "Webhook",
+                "webhook": {
+                    "clientConfig": {"service": {"name": "capmox-webhook-service", "namespace": "capmox-system",
+                                                 "path": "/convert", "port": 443}},
+                    "conversionReviewVersions": ["v1"]
+                }
+            }),
+            "{kind}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn kube_sim_installs_the_crds_and_serves_both_versions() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kube = kube_sim::KubeSim::start(kube_sim::KubeSimOptions::default())
+        .await
+        .unwrap();
+    for c in crd::all() {
+        kube.install_crd_yaml(&crd::to_yaml(&c).unwrap()).unwrap();
+    }
+    let client = kube.client().await.unwrap();
+    let group = client
+        .list_api_group_resources("infrastructure.cluster.x-k8s.io/v1alpha2")
+        .await
+        .unwrap();
+    let mut kinds: Vec<String> = group
+        .resources
+        .iter()
+        .filter(|r| !r.name.contains('/'))
+        .map(|r| r.kind.clone())
+        .collect();
+    kinds.sort();
+    assert_eq!(
+        kinds,
+        [
+            "ProxmoxCluster",
+            "ProxmoxClusterTemplate",
+            "ProxmoxMachine",
+            "ProxmoxMachineTemplate"
+        ]
+    );
+    let groups = client.list_api_groups().await.unwrap();
+    let ours = groups
+        .groups
+        .iter()
+        .find(|g| g.name == "infrastructure.cluster.x-k8s.io")
+        .unwrap();
+    let versions: Vec<&str> = ours.versions.iter().map(|v| v.version.as_str()).collect();
+    assert!(
+        versions.contains(&"v1alpha2") && versions.contains(&"v1alpha3"),
+        "{versions:?}"
+    );
+    assert_eq!(
+        ours.preferred_version.as_ref().map(|v| v.version.as_str()),
+        Some("v1alpha3")
+    );
+    kube.shutdown().await;
 }
 
 #[test]

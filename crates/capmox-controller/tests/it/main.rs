@@ -10,6 +10,7 @@ mod support;
 mod cluster_controller;
 mod cluster_reconcile;
 mod cluster_secrets;
+mod conformance;
 mod crds;
 mod machine_bootstrap;
 mod machine_concurrency;

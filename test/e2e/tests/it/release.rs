@@ -63,7 +63,7 @@ fn components_file_is_what_clusterctl_expects() {
     for c in &crds {
         assert_eq!(
             c["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"],
-            "v1alpha3"
+            "v1alpha2_v1alpha3"
         );
     }
 
