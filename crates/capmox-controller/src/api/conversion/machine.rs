@@ -424,6 +424,7 @@ fn status_up(s: &v2::ProxmoxMachineStatus) -> ProxmoxMachineStatus {
             .collect(),
         task_ref: s.task_ref.clone(),
         bootstrap_data_provided: s.bootstrap_data_provided,
+        bootstrap_media: None,
         observed_generation: None,
     }
 }

@@ -632,7 +632,17 @@ fn machine_status_v3() -> BoxedStrategy<ProxmoxMachineStatus> {
             ),
             0..3,
         ),
-        (of("UPID:[a-z0-9:]{4,12}"), of(any::<bool>()), of(0i64..100)),
+        (
+            of("UPID:[a-z0-9:]{4,12}"),
+            of(any::<bool>()),
+            of(0i64..100),
+            of(
+                (word(), word()).prop_map(|(node, file)| crate::api::machine::BootstrapMedia {
+                    node,
+                    volume: format!("local:iso/{file}.iso"),
+                }),
+            ),
+        ),
     )
         .prop_map(
             |(
@@ -644,7 +654,7 @@ fn machine_status_v3() -> BoxedStrategy<ProxmoxMachineStatus> {
                 addresses,
                 ips,
                 network,
-                (task_ref, bootstrap_data_provided, observed_generation),
+                (task_ref, bootstrap_data_provided, observed_generation, bootstrap_media),
             )| {
                 ProxmoxMachineStatus {
                     initialization,
@@ -677,6 +687,7 @@ fn machine_status_v3() -> BoxedStrategy<ProxmoxMachineStatus> {
                         .collect(),
                     task_ref,
                     bootstrap_data_provided,
+                    bootstrap_media,
                     observed_generation,
                 }
             },
