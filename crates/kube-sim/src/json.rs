@@ -35,6 +35,11 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// `apiVersion` ("" when absent).
+pub fn api_version(obj: &Value) -> &str {
+    obj.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+}
+
 /// `metadata.name`.
 pub fn name(obj: &Value) -> &str {
     meta_str(obj, "name")

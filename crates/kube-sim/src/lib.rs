@@ -8,7 +8,8 @@
 //! `resourceVersion` conflicts, the status subresource, the scale subresource of custom
 //! resources (`autoscaling/v1` `Scale`), JSON/merge/strategic-merge patches, server-side
 //! apply with managed fields, finalizers, owner-reference garbage collection, schema and
-//! CEL validation, discovery, OpenAPI v3 and Table output for `kubectl`.
+//! CEL validation, admission webhooks (mutating and validating) and CRD conversion
+//! webhooks called over HTTPS, discovery, OpenAPI v3 and Table output for `kubectl`.
 //!
 //! Where it is knowingly simpler than kube-apiserver is listed in `SIMPLIFICATIONS.md`
 //! beside this crate's `Cargo.toml`.
@@ -40,6 +41,7 @@ mod selector;
 mod sim;
 mod store;
 mod tls;
+mod webhook;
 
 pub use error::KubeSimError;
 pub use sim::{KubeSim, KubeSimOptions};

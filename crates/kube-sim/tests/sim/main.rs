@@ -18,3 +18,4 @@ mod scale;
 mod status;
 mod validation;
 mod watch;
+mod webhooks;
