@@ -1,6 +1,6 @@
 //! Admission webhooks in the engine's writes (see `crate::webhook`): which
-//! hooks a request meets, the calls (blocking; the HTTP layer runs writes on
-//! a blocking thread whenever [`Engine::webhooks_active`]), and what their
+//! hooks a request meets, the calls (blocking; the HTTP layer runs requests
+//! on a blocking thread when [`Engine::may_call_webhooks`]), and what their
 //! answers do — a mutating webhook's patch replaces the object (converted
 //! back to the request's version after an equivalent match, then pruned and
 //! defaulted by the schema again), a refusal ends the request, a failed call
@@ -87,17 +87,19 @@ fn key(plural: &str) -> StorageKey {
 }
 
 impl Engine {
-    /// Whether a write may call a webhook: a webhook configuration exists or
-    /// a CRD converts by webhook.
-    pub fn webhooks_active(&self) -> bool {
-        let st = self.lock();
-        [
-            "mutatingwebhookconfigurations",
-            "validatingwebhookconfigurations",
-        ]
-        .iter()
-        .any(|p| st.objects(&key(p)).is_some_and(|m| !m.is_empty()))
-            || st.registry.all().any(|rt| rt.conversion.is_some())
+    /// Whether a request on `group`/`plural` may call a webhook: the CRD
+    /// converts by webhook, or a webhook's rules name the resource.
+    pub fn may_call_webhooks(&self, group: &str, plural: &str) -> bool {
+        if self
+            .lock()
+            .registry
+            .get(group, plural)
+            .is_some_and(|rt| rt.conversion.is_some())
+        {
+            return true;
+        }
+        let (m, v) = self.hooks();
+        m.iter().chain(v.iter()).any(|h| h.may_match(group, plural))
     }
 
     /// `(mutating, validating)` hooks in call order.

@@ -160,7 +160,9 @@ async fn dispatch(
             let q = query::Query::parse(uri.query());
             // A request that may call a webhook runs on a blocking thread: the
             // engine waits for the webhook's answer synchronously.
-            if app.engine.webhooks_active() && !(method == Method::GET && q.flag("watch")) {
+            if app.engine.may_call_webhooks(&p.group, &p.plural)
+                && !(method == Method::GET && q.flag("watch"))
+            {
                 let app = app.clone();
                 let result = tokio::task::spawn_blocking(move || {
                     resource::handle(&app, &method, p, &q, &headers, &body)

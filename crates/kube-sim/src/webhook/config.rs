@@ -228,6 +228,18 @@ impl Hook {
             .any(|o| self.object_selector.matches(o))
     }
 
+    /// Whether some rule names `group` and `resource` (or a subresource of
+    /// it), whatever the operation and version.
+    pub fn may_match(&self, group: &str, resource: &str) -> bool {
+        self.rules.iter().any(|r| {
+            any(&r.api_groups, group)
+                && r.resources.iter().any(|x| {
+                    let res = x.split_once('/').map_or(x.as_str(), |(res, _)| res);
+                    res == "*" || res == resource
+                })
+        })
+    }
+
     /// Whether the webhook may be called for a dry-run request.
     pub fn dry_run_safe(&self) -> bool {
         matches!(self.side_effects.as_str(), "None" | "NoneOnDryRun")
@@ -388,6 +400,9 @@ mod tests {
             Some("v1")
         );
         assert_eq!(h.version_for(&attrs("DELETE", "v1", "", &served)), None);
+        assert!(h.may_match("example.com", "widgets"));
+        assert!(!h.may_match("example.com", "gadgets"));
+        assert!(!h.may_match("other.example.com", "widgets"));
         assert_eq!(
             h.version_for(&attrs("UPDATE", "v1", "status", &served)),
             None,
