@@ -227,7 +227,7 @@ pub fn read_answer(hook: &str, body: &[u8], uid: &str, mutating: bool) -> Result
         });
     }
     let patch_type = r.get("patchType").and_then(Value::as_str);
-    let patch = match (r.get("patch").and_then(Value::as_str), patch_type) {
+    let patch = match (patch_bytes(r.get("patch"))?, patch_type) {
         (None, None) => None,
         (Some(_), None) => {
             return Err("webhook returned response.patch but not response.patchType".into());
@@ -243,13 +243,31 @@ pub fn read_answer(hook: &str, body: &[u8], uid: &str, mutating: bool) -> Result
         (Some(_), Some(_)) if !mutating => {
             return Err("validating webhook may not return response.patch".into());
         }
-        (Some(p), Some(_)) => Some(
-            base64::engine::general_purpose::STANDARD
-                .decode(p)
-                .map_err(|e| format!("response.patch is not base64: {e}"))?,
-        ),
+        (Some(p), Some(_)) => Some(p),
     };
     Ok(Answer::Allowed { patch, warnings })
+}
+
+/// `response.patch` as Go's JSON decoder reads a `[]byte`: a base64 string,
+/// or an array of byte values (what some webhook libraries write).
+fn patch_bytes(v: Option<&Value>) -> Result<Option<Vec<u8>>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map(Some)
+            .map_err(|e| format!("response.patch is not base64: {e}")),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect::<Option<Vec<u8>>>()
+            .map(Some)
+            .ok_or_else(|| "response.patch is not an array of bytes".to_string()),
+        Some(other) => Err(format!(
+            "response.patch must be base64 bytes, not {}",
+            crate::json::type_name(other)
+        )),
+    }
 }
 
 #[cfg(test)]
@@ -293,6 +311,14 @@ mod tests {
                 assert_eq!(patch.unwrap(), br#"[{"op":"add","path":"/a","value":1}]"#);
                 assert_eq!(warnings, ["w"]);
             }
+            other => panic!("{other:?}"),
+        }
+        // Go reads a []byte from an array of byte values too.
+        let bytes: Vec<u8> = br#"[{"op":"add","path":"/a","value":1}]"#.to_vec();
+        let arr =
+            ok(json!({"uid": "u", "allowed": true, "patch": bytes, "patchType": "JSONPatch"}));
+        match read_answer("h", &arr, "u", true).unwrap() {
+            Answer::Allowed { patch, .. } => assert_eq!(patch.unwrap(), bytes),
             other => panic!("{other:?}"),
         }
         let err = read_answer(
