@@ -25,3 +25,5 @@ mod machine_stale_writes;
 mod machine_template_status;
 mod manager_leader;
 mod manager_run;
+mod webhook_admission;
+mod webhook_tls;
