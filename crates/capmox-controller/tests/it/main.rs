@@ -7,6 +7,7 @@
 
 mod support;
 
+mod capi_contract;
 mod cluster_controller;
 mod cluster_reconcile;
 mod cluster_secrets;
