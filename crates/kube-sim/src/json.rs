@@ -65,11 +65,10 @@ pub fn is_deleting(obj: &Value) -> bool {
     !meta_str(obj, "deletionTimestamp").is_empty()
 }
 
-/// `metadata.finalizers` as strings.
-pub fn finalizers(obj: &Value) -> Vec<String> {
-    meta(obj)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
+/// The strings of a JSON array (non-strings skipped; empty when absent or
+/// not an array).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
@@ -77,6 +76,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    strings(meta(obj).and_then(|m| m.get("finalizers")))
 }
 
 /// Sets `metadata.finalizers` (removing the key when empty).

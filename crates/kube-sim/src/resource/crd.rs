@@ -9,6 +9,7 @@ use super::{
     version_priority,
 };
 use crate::api_error::Cause;
+use crate::json::strings;
 use crate::schema::cel::CelRules;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -17,17 +18,6 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     crate::json::get_path(v, path)
         .and_then(Value::as_str)
         .unwrap_or("")
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn columns(v: &Value) -> Vec<PrinterColumn> {

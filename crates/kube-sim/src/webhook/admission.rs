@@ -209,16 +209,7 @@ pub fn read_answer(hook: &str, body: &[u8], uid: &str, mutating: bool) -> Result
     if got != uid {
         return Err(format!("expected response.uid={uid:?}, got {got:?}"));
     }
-    let warnings: Vec<String> = r
-        .get("warnings")
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default();
+    let warnings = crate::json::strings(r.get("warnings"));
     if r.get("allowed").and_then(Value::as_bool) != Some(true) {
         let status = r.get("status").cloned().unwrap_or(Value::Null);
         return Ok(Answer::Denied {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::caller::ClientConfig;
+use crate::json::strings;
 use crate::selector::LabelSelector;
 
 /// One rule of a webhook (`rules[]`).
@@ -20,17 +21,6 @@ pub struct Rule {
     api_versions: Vec<String>,
     resources: Vec<String>,
     scope: String,
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn any(list: &[String], value: &str) -> bool {

@@ -228,6 +228,24 @@ async fn configure(client: &Client, kind: &str, name: &str, webhooks: Vec<Value>
     assert_eq!(r.code, 201, "{}", r.body);
 }
 
+/// Installs one webhook `<path>.hooks.example.com` calling `path` of the
+/// test server, in configuration `m` (mutating) or `v` (validating).
+async fn configure_one(client: &Client, kind: &str, hooks: &Hooks, path: &str, extra: Value) {
+    let config = if kind.starts_with("Mutating") {
+        "m"
+    } else {
+        "v"
+    };
+    let name = format!("{}.hooks.example.com", path.trim_start_matches('/'));
+    configure(
+        client,
+        kind,
+        config,
+        vec![webhook(&name, path, &hooks.ca_pem, extra)],
+    )
+    .await;
+}
+
 fn crane(name: &str, size: i64) -> Value {
     json!({"apiVersion": "hooks.example.com/v1", "kind": "Crane",
            "metadata": {"name": name}, "spec": {"size": size}})
@@ -241,28 +259,20 @@ async fn create(client: &Client, body: &Value, path: &str) -> super::common::Rep
 async fn mutating_and_validating_webhooks_are_called_with_admission_reviews() {
     let (sim, client, hooks) = start().await;
     sim.install_crd_yaml(CRANES).unwrap();
-    configure(
+    configure_one(
         &client,
         "MutatingWebhookConfiguration",
-        "m",
-        vec![webhook(
-            "mutate.hooks.example.com",
-            "/mutate",
-            &hooks.ca_pem,
-            json!({}),
-        )],
+        &hooks,
+        "/mutate",
+        json!({}),
     )
     .await;
-    configure(
+    configure_one(
         &client,
         "ValidatingWebhookConfiguration",
-        "v",
-        vec![webhook(
-            "validate.hooks.example.com",
-            "/validate",
-            &hooks.ca_pem,
-            json!({}),
-        )],
+        &hooks,
+        "/validate",
+        json!({}),
     )
     .await;
 
@@ -355,16 +365,12 @@ async fn mutating_and_validating_webhooks_are_called_with_admission_reviews() {
 async fn failure_policy_decides_when_a_call_fails() {
     let (sim, client, hooks) = start().await;
     sim.install_crd_yaml(CRANES).unwrap();
-    configure(
+    configure_one(
         &client,
         "ValidatingWebhookConfiguration",
-        "v",
-        vec![webhook(
-            "broken.hooks.example.com",
-            "/broken",
-            &hooks.ca_pem,
-            json!({"failurePolicy": "Ignore"}),
-        )],
+        &hooks,
+        "/broken",
+        json!({"failurePolicy": "Ignore"}),
     )
     .await;
     let r = create(&client, &crane("ignored", 1), PATH).await;
@@ -459,19 +465,8 @@ async fn the_ca_bundle_is_verified_and_a_missing_route_fails() {
 async fn dry_runs_selectors_and_side_effects() {
     let (sim, client, hooks) = start().await;
     sim.install_crd_yaml(CRANES).unwrap();
-    configure(
-        &client,
-        "ValidatingWebhookConfiguration",
-        "v",
-        vec![webhook(
-            "validate.hooks.example.com",
-            "/validate",
-            &hooks.ca_pem,
-            json!({"objectSelector": {"matchExpressions": [{"key": "skip-webhooks", "operator": "DoesNotExist"}]},
-                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}}),
-        )],
-    )
-    .await;
+    configure_one(&client, "ValidatingWebhookConfiguration", &hooks, "/validate", json!({"objectSelector": {"matchExpressions": [{"key": "skip-webhooks", "operator": "DoesNotExist"}]},
+                   "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}}})).await;
     // Dry run: called with dryRun true, nothing stored.
     let r = create(&client, &crane("dry", 2), &format!("{PATH}?dryRun=All")).await;
     assert_eq!(r.code, 201, "{}", r.body);
@@ -538,16 +533,12 @@ async fn webhook_configurations_are_checked_when_written() {
         ]
     );
     // Defaults of the v1 API are filled in.
-    configure(
+    configure_one(
         &client,
         "MutatingWebhookConfiguration",
-        "m",
-        vec![webhook(
-            "mutate.hooks.example.com",
-            "/mutate",
-            &hooks.ca_pem,
-            json!({}),
-        )],
+        &hooks,
+        "/mutate",
+        json!({}),
     )
     .await;
     let r = call(
@@ -640,16 +631,12 @@ async fn equivalent_requests_reach_the_webhook_in_its_version() {
     let (sim, client, hooks) = start().await;
     sim.install_crd_yaml(&with_conversion(&hooks.ca_pem))
         .unwrap();
-    configure(
+    configure_one(
         &client,
         "ValidatingWebhookConfiguration",
-        "v",
-        vec![webhook(
-            "validate.hooks.example.com",
-            "/validate",
-            &hooks.ca_pem,
-            json!({}),
-        )],
+        &hooks,
+        "/validate",
+        json!({}),
     )
     .await;
     let v2 = json!({"apiVersion": "hooks.example.com/v2", "kind": "Crane",
