@@ -23,6 +23,7 @@
 //! | [`template_status`] | ProxmoxMachineTemplate `status.capacity` / `nodeInfo` |
 //! | [`watch_filter`] | watch streams that pass only the changes a controller acts on |
 //! | [`manager`] | the manager: flags, leader election, health and metrics servers, controllers |
+//! | [`webhook`] | the HTTPS webhook server: defaulting, validating and conversion webhooks |
 
 pub mod api;
 pub mod backoff;
@@ -46,6 +47,7 @@ pub mod stores;
 pub mod telemetry;
 pub mod template_status;
 pub mod watch_filter;
+pub mod webhook;
 
 /// Name of the single implicit instance of a ProxmoxCluster in legacy
 /// `Default` mode without `settings.instances` (credentials from

@@ -13,6 +13,8 @@
 //! | `capmox_pve_request_duration_seconds` | histogram | `instance`, `method`, `endpoint` |
 //! | `capmox_machines` | gauge | `instance`, `phase` (counted by the ProxmoxCluster reconciler: refreshed when a machine is created, placed, deleted or relabelled, and at each re-probe — a phase change alone shows within `--probe-period`) |
 //! | `capmox_leader` | gauge | — (1 while this process leads) |
+//! | `capmox_webhook_requests_total` | counter | `webhook` (`mutate`, `validate`, `convert`), `kind` (one of our four kinds, or `other`), `outcome` (`allowed`, `patched`, `denied`, `error`) |
+//! | `capmox_webhook_request_duration_seconds` | histogram | `webhook` |
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,6 +66,18 @@ struct MachineLabels {
     phase: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLabels {
+    webhook: String,
+    kind: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct WebhookLatencyLabels {
+    webhook: String,
+}
+
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
 /// Machines by `(instance, phase)`.
@@ -72,6 +86,11 @@ pub type MachineCounts = BTreeMap<(String, String), i64>;
 fn reconcile_histogram() -> Histogram {
     // 5 ms … ~80 s.
     Histogram::new(exponential_buckets(0.005, 2.5, 12))
+}
+
+fn webhook_histogram() -> Histogram {
+    // 0.5 ms … ~2 s (kube-apiserver's webhook timeout is 10 s by default).
+    Histogram::new(exponential_buckets(0.0005, 2.5, 10))
 }
 
 fn pve_histogram() -> Histogram {
@@ -90,6 +109,8 @@ pub struct Metrics {
     machines: Family<MachineLabels, Gauge>,
     machine_counts: Mutex<BTreeMap<String, MachineCounts>>,
     leader: Gauge,
+    webhook_requests: Family<WebhookLabels, Counter>,
+    webhook_durations: HistogramFamily<WebhookLatencyLabels>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -117,6 +138,9 @@ impl Metrics {
             Family::new_with_constructor(pve_histogram);
         let machines = Family::<MachineLabels, Gauge>::default();
         let leader = Gauge::default();
+        let webhook_requests = Family::<WebhookLabels, Counter>::default();
+        let webhook_durations: HistogramFamily<WebhookLatencyLabels> =
+            Family::new_with_constructor(webhook_histogram);
         registry.register(
             "reconcile",
             "Reconciles by controller and outcome",
@@ -152,6 +176,16 @@ impl Metrics {
             "1 while this manager holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "webhook_requests",
+            "Admission and conversion webhook requests by webhook, kind and outcome",
+            webhook_requests.clone(),
+        );
+        registry.register(
+            "webhook_request_duration_seconds",
+            "Time to answer a webhook request in seconds",
+            webhook_durations.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -162,6 +196,8 @@ impl Metrics {
             machines,
             machine_counts: Mutex::new(BTreeMap::new()),
             leader,
+            webhook_requests,
+            webhook_durations,
         }
     }
 
@@ -232,6 +268,30 @@ impl Metrics {
         }
     }
 
+    /// Records one webhook request: `webhook` (`mutate`, `validate`,
+    /// `convert`), the `kind` it was about (one of our kinds or `other`), its
+    /// `outcome` (`allowed`, `patched`, `denied`, `error`) and the time taken.
+    pub fn webhook(
+        &self,
+        webhook: &'static str,
+        kind: &'static str,
+        outcome: &'static str,
+        duration: Duration,
+    ) {
+        self.webhook_requests
+            .get_or_create(&WebhookLabels {
+                webhook: webhook.to_string(),
+                kind: kind.to_string(),
+                outcome: outcome.to_string(),
+            })
+            .inc();
+        self.webhook_durations
+            .get_or_create(&WebhookLatencyLabels {
+                webhook: webhook.to_string(),
+            })
+            .observe(duration.as_secs_f64());
+    }
+
     /// Sets the leader gauge.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
@@ -299,6 +359,12 @@ mod tests {
         // wl2 gone: its contribution disappears.
         m.set_cluster_machines("ns/wl2", BTreeMap::new());
         m.set_leader(true);
+        m.webhook(
+            "validate",
+            "ProxmoxMachine",
+            "denied",
+            Duration::from_millis(1),
+        );
         m.observer().on_call(&CallRecord {
             instance: "dc-a",
             method: "GET",
@@ -326,6 +392,8 @@ mod tests {
             "capmox_machines{instance=\"dc-b\",phase=\"Provisioned\"} 2",
             "capmox_machines{instance=\"dc-c\",phase=\"Deleting\"} 0",
             "capmox_leader 1",
+            "capmox_webhook_requests_total{webhook=\"validate\",kind=\"ProxmoxMachine\",outcome=\"denied\"} 1",
+            "capmox_webhook_request_duration_seconds_count{webhook=\"validate\"} 1",
         ] {
             assert!(text.contains(line), "missing {line:?} in\n{text}");
         }

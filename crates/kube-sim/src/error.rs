@@ -50,11 +50,14 @@ pub enum KubeSimError {
     /// Building a `kube::Client` from the simulator's config failed.
     #[error("cannot build kube client: {0}")]
     Client(#[source] kube::Error),
+    /// The thread that calls webhooks could not start.
+    #[error("cannot start the webhook client: {0}")]
+    WebhookClient(#[source] std::io::Error),
 }
 
 impl KubeSimError {
     /// A short, stable category for logs and metrics: `tls`, `bind`, `io`, `parse`,
-    /// `invalid_crd` or `client`.
+    /// `invalid_crd`, `client` or `webhook_client`.
     pub fn category(&self) -> &'static str {
         match self {
             KubeSimError::Tls(_) => "tls",
@@ -63,6 +66,7 @@ impl KubeSimError {
             KubeSimError::Parse { .. } => "parse",
             KubeSimError::InvalidCrd { .. } => "invalid_crd",
             KubeSimError::Client(_) => "client",
+            KubeSimError::WebhookClient(_) => "webhook_client",
         }
     }
 }

@@ -35,6 +35,11 @@ pub fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
         .unwrap_or("")
 }
 
+/// `apiVersion` ("" when absent).
+pub fn api_version(obj: &Value) -> &str {
+    obj.get("apiVersion").and_then(Value::as_str).unwrap_or("")
+}
+
 /// `metadata.name`.
 pub fn name(obj: &Value) -> &str {
     meta_str(obj, "name")
@@ -60,11 +65,10 @@ pub fn is_deleting(obj: &Value) -> bool {
     !meta_str(obj, "deletionTimestamp").is_empty()
 }
 
-/// `metadata.finalizers` as strings.
-pub fn finalizers(obj: &Value) -> Vec<String> {
-    meta(obj)
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
+/// The strings of a JSON array (non-strings skipped; empty when absent or
+/// not an array).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(Value::as_str)
@@ -72,6 +76,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// `metadata.finalizers` as strings.
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    strings(meta(obj).and_then(|m| m.get("finalizers")))
 }
 
 /// Sets `metadata.finalizers` (removing the key when empty).

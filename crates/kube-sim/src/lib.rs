@@ -8,7 +8,8 @@
 //! `resourceVersion` conflicts, the status subresource, the scale subresource of custom
 //! resources (`autoscaling/v1` `Scale`), JSON/merge/strategic-merge patches, server-side
 //! apply with managed fields, finalizers, owner-reference garbage collection, schema and
-//! CEL validation, discovery, OpenAPI v3 and Table output for `kubectl`.
+//! CEL validation, admission webhooks (mutating and validating) and CRD conversion
+//! webhooks called over HTTPS, discovery, OpenAPI v3 and Table output for `kubectl`.
 //!
 //! Where it is knowingly simpler than kube-apiserver, or answers differently, is listed in
 //! `SIMPLIFICATIONS.md` beside this crate's `Cargo.toml`. kube-apiserver's name and label
@@ -42,6 +43,7 @@ mod sim;
 mod store;
 mod tls;
 pub mod validation;
+mod webhook;
 
 pub use error::KubeSimError;
 pub use sim::{KubeSim, KubeSimOptions};

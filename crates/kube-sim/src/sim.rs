@@ -96,7 +96,8 @@ impl KubeSim {
             .clone()
             .filter(|t| !t.is_empty())
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-        let engine = Engine::new(opts.watch_history);
+        let caller = crate::webhook::Caller::start().map_err(KubeSimError::WebhookClient)?;
+        let engine = Engine::new(opts.watch_history, caller);
         let bind: SocketAddr = (Ipv4Addr::LOCALHOST, opts.port).into();
         let bind_err = |source| KubeSimError::Bind { addr: bind, source };
         let listener = std::net::TcpListener::bind(bind).map_err(bind_err)?;
@@ -164,6 +165,18 @@ impl KubeSim {
     /// A `kube::Client` for this server. Errors: [`KubeSimError::Client`].
     pub async fn client(&self) -> Result<kube::Client, KubeSimError> {
         kube::Client::try_from(self.kube_config()).map_err(KubeSimError::Client)
+    }
+
+    /// Makes port `port` of Service `namespace/name` reach `addr`, for the
+    /// webhooks whose `clientConfig.service` names it (kube-sim has no
+    /// Services or endpoints; in a cluster the Service would route to the
+    /// pod). The webhook's serving certificate must still carry the
+    /// Service's DNS name `<name>.<namespace>.svc`, as kube-apiserver
+    /// verifies it. A later call for the same Service port replaces the route.
+    pub fn route_service(&self, namespace: &str, name: &str, port: u16, addr: SocketAddr) {
+        self.engine
+            .caller()
+            .route_service(namespace, name, port, addr);
     }
 
     /// Writes a kubeconfig file (mode 0600; it holds the token) with context `kube-sim`.

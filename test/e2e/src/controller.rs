@@ -185,9 +185,21 @@ pub struct ControllerArgs {
     pub log_file: PathBuf,
     /// Log level / filter directives.
     pub log_level: String,
+    /// Where the webhook server listens and reads its certificate; `None`
+    /// runs the controller with `--disable-webhooks`.
+    pub webhook: Option<WebhookArgs>,
     /// Further arguments, appended after the derived ones (a flag given
     /// twice takes its last value).
     pub extra: Vec<String>,
+}
+
+/// The controller's webhook server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WebhookArgs {
+    /// `--webhook-addr`.
+    pub addr: std::net::SocketAddr,
+    /// `--webhook-cert-dir` (`tls.crt`, `tls.key`).
+    pub cert_dir: PathBuf,
 }
 
 impl ControllerArgs {
@@ -215,6 +227,15 @@ impl ControllerArgs {
         if let Some(ns) = &self.namespace {
             args.push("--namespace".into());
             args.push(ns.clone());
+        }
+        match &self.webhook {
+            Some(w) => {
+                args.push("--webhook-addr".into());
+                args.push(w.addr.to_string());
+                args.push("--webhook-cert-dir".into());
+                args.push(w.cert_dir.display().to_string());
+            }
+            None => args.push("--disable-webhooks".into()),
         }
         args.extend(self.extra.iter().cloned());
         args
@@ -374,6 +395,10 @@ mod tests {
             time_scale: 0.005,
             log_file: PathBuf::from("/tmp/log"),
             log_level: "info".into(),
+            webhook: Some(WebhookArgs {
+                addr: "127.0.0.1:9443".parse().unwrap(),
+                cert_dir: PathBuf::from("/tmp/certs"),
+            }),
             extra: vec!["--clone-concurrency".into(), "8".into()],
         };
         let args = a.to_args();
@@ -389,6 +414,9 @@ mod tests {
         assert_eq!(value("--namespace"), "ns");
         assert_eq!(value("--metrics-addr"), "127.0.0.1:0");
         assert_eq!(value("--clone-concurrency"), "8");
+        assert_eq!(value("--webhook-addr"), "127.0.0.1:9443");
+        assert_eq!(value("--webhook-cert-dir"), "/tmp/certs");
+        assert!(!args.contains(&"--disable-webhooks".to_string()));
         assert_eq!(
             args.last().map(String::as_str),
             Some("8"),
@@ -397,6 +425,7 @@ mod tests {
         let real = ControllerArgs {
             time_scale: 1.0,
             namespace: None,
+            webhook: None,
             ..a
         };
         let args = real.to_args();
@@ -405,5 +434,6 @@ mod tests {
             "1"
         );
         assert!(!args.contains(&"--namespace".to_string()));
+        assert!(args.contains(&"--disable-webhooks".to_string()));
     }
 }

@@ -16,6 +16,16 @@
 //! In both, the real `capmox-controller` binary runs as a child process
 //! pointed at the API server by a kubeconfig file, watching the scenario's
 //! own namespace. Without `E2E_REAL` the user's `KUBECONFIG` is never read.
+//!
+//! The simulated backend also plays cert-manager ([`crate::certmanager`]):
+//! it issues the webhook's serving certificate into the working directory,
+//! injects its CA into the webhook configurations of
+//! `config/webhook/manifests.yaml` (installed before anything else is
+//! written) and into CRDs that convert by webhook, and routes the webhook
+//! Service to the controller's webhook server, so every write of our kinds
+//! goes through the real webhook server over HTTPS. Against a real cluster
+//! the controller runs on this machine, out of the API server's reach: it
+//! runs with `--disable-webhooks` and no webhook configuration is installed.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -25,7 +35,8 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use pve_sim::{SimConfig, Simulator};
 
-use crate::controller::{ControllerArgs, ControllerProcess};
+use crate::certmanager::{self, Issued, WEBHOOK_SERVICE};
+use crate::controller::{ControllerArgs, ControllerProcess, WebhookArgs};
 use crate::error::{E2eError, Result};
 use crate::observe::{self, MachineRow};
 use crate::scenario::{self, Progress, Waits};
@@ -72,6 +83,10 @@ pub struct EnvOptions {
     /// the tests can afford. At 1,000 Machines each resync is 1,000
     /// reconciles per controller, which the benchmark cannot.
     pub standin_resync: Duration,
+    /// Simulated backend: install the webhook configurations and run the
+    /// controller's webhook server (default). Off, the controller runs with
+    /// `--disable-webhooks` (to measure what the webhooks cost).
+    pub webhooks: bool,
 }
 
 impl EnvOptions {
@@ -90,6 +105,7 @@ impl EnvOptions {
             kube_port: 0,
             controller_args: Vec::new(),
             standin_resync: Duration::from_secs(5),
+            webhooks: true,
         }
     }
 }
@@ -97,6 +113,8 @@ impl EnvOptions {
 /// The simulated Kubernetes side.
 struct Simulated {
     kube: kube_sim::KubeSim,
+    /// The webhook's serving certificate (cert-manager's part).
+    certs: Issued,
     standin: StandIn,
     kubelets: NodeStandIn,
     nodes: Arc<WorkloadNodes>,
@@ -204,8 +222,16 @@ impl Env {
             kube.write_kubeconfig(&kubeconfig)?;
             let client = kube.client().await?;
             let namespace = format!("e2e-{}", opts.name);
+            let certs = certmanager::issue(
+                &workdir.path.join("serving-certs"),
+                &certmanager::webhook_dns_names(),
+            )?;
             setup::install_crds(&client, &crds::all(), crd_wait).await?;
-            setup::install_crds(&client, &setup::provider_crds()?, crd_wait).await?;
+            let provider = setup::with_ca(setup::provider_crds()?, &certs.ca_pem)?;
+            setup::install_crds(&client, &provider, crd_wait).await?;
+            if opts.webhooks {
+                setup::install_webhooks(&client, &certs.ca_pem).await?;
+            }
             let nodes = Arc::new(WorkloadNodes::new(client.clone()));
             let poll = Duration::from_secs_f64((opts.time_scale * 20.0).clamp(0.1, 0.5));
             let standin = StandIn::start(
@@ -236,6 +262,7 @@ impl Env {
                 namespace,
                 Some(Simulated {
                     kube,
+                    certs,
                     standin,
                     kubelets,
                     nodes,
@@ -312,24 +339,62 @@ impl Env {
         self.workdir.path.join("capmox-controller.log")
     }
 
-    /// Starts the controller binary (if not running).
+    /// Starts the controller binary (if not running). On the simulated
+    /// backend its webhook server listens on a free port of 127.0.0.1 that
+    /// the webhook Service is routed to, and this returns once it accepts
+    /// connections (writes of our kinds are refused until then, as in a
+    /// cluster whose webhook pod is not ready).
     ///
     /// # Errors
-    /// As [`ControllerProcess::start`].
+    /// As [`ControllerProcess::start`]; [`E2eError::Controller`] when the
+    /// controller exits or its webhook server does not listen within 60 s.
     pub async fn start_controller(&mut self) -> Result<()> {
         if self.controller.is_some() {
             return Ok(());
         }
+        let webhook = match &self.simulated {
+            Some(s) if self.opts.webhooks => {
+                let addr = free_local_addr()?;
+                s.kube
+                    .route_service(WEBHOOK_SERVICE.0, WEBHOOK_SERVICE.1, 443, addr);
+                Some(WebhookArgs {
+                    addr,
+                    cert_dir: s.certs.dir.clone(),
+                })
+            }
+            _ => None,
+        };
         let args = ControllerArgs {
             kubeconfig: self.kubeconfig.clone(),
             namespace: Some(self.namespace.clone()),
             time_scale: self.opts.time_scale,
             log_file: self.controller_log(),
             log_level: self.opts.log_level.clone(),
+            webhook: webhook.clone(),
             extra: self.opts.controller_args.clone(),
         };
         self.controller = Some(ControllerProcess::start(args).await?);
+        if let Some(w) = webhook {
+            self.wait_webhooks_listening(w.addr).await?;
+        }
         Ok(())
+    }
+
+    async fn wait_webhooks_listening(&mut self, addr: std::net::SocketAddr) -> Result<()> {
+        let start = std::time::Instant::now();
+        loop {
+            if tokio::net::TcpStream::connect(addr).await.is_ok() {
+                return Ok(());
+            }
+            self.check_controller()?;
+            if start.elapsed() > Duration::from_secs(60) {
+                return Err(E2eError::Controller(format!(
+                    "its webhook server does not listen on {addr} after 60 s; log tail:\n{}",
+                    self.controller_log_tail(30)
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 
     /// The process id of the running controller (`None` when it is not
@@ -547,6 +612,17 @@ impl Drop for WorkDir {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }
+}
+
+/// A free port on 127.0.0.1 (bound and released: the controller binds it a
+/// moment later; a restarted controller gets a new one).
+fn free_local_addr() -> Result<std::net::SocketAddr> {
+    let io = |source| E2eError::Io {
+        path: "127.0.0.1:0".into(),
+        source,
+    };
+    let l = std::net::TcpListener::bind("127.0.0.1:0").map_err(io)?;
+    l.local_addr().map_err(io)
 }
 
 /// The variables both templates share.

@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`bench`] | `make bench`: the scale benchmark |
+//! | [`certmanager`] | what cert-manager does here: the webhook's serving certificate, CA injection |
 //! | [`clusterctl`] | clusterctl's template variable rules |
 //! | [`controller`] | the controller binary as a child process |
 //! | [`crds`] | minimal CRDs of the CAPI kinds the stand-in serves |
@@ -17,6 +18,7 @@
 //! | [`table`] | the demo's tables |
 
 pub mod bench;
+pub mod certmanager;
 pub mod clusterctl;
 pub mod controller;
 pub mod crds;

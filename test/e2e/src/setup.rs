@@ -55,6 +55,55 @@ pub fn provider_crds() -> Result<Vec<CustomResourceDefinition>> {
     Ok(out)
 }
 
+/// `crds` with the webhook CA injected where cert-manager's CA injector
+/// would put it ([`crate::certmanager::inject_ca`]: CRDs annotated
+/// `cert-manager.io/inject-ca-from` that convert by webhook).
+///
+/// # Errors
+/// [`E2eError::Json`] if a CRD does not round-trip through JSON.
+pub fn with_ca(
+    crds: Vec<CustomResourceDefinition>,
+    ca_pem: &str,
+) -> Result<Vec<CustomResourceDefinition>> {
+    crds.into_iter()
+        .map(|c| {
+            let mut v = serde_json::to_value(&c)?;
+            crate::certmanager::inject_ca(&mut v, ca_pem);
+            Ok(serde_json::from_value(v)?)
+        })
+        .collect()
+}
+
+/// `config/webhook/manifests.yaml`: the provider's webhook configurations,
+/// embedded at build time.
+const WEBHOOK_MANIFESTS: &str = include_str!("../../../config/webhook/manifests.yaml");
+
+/// The provider's webhook configurations with `ca_pem` injected (as
+/// cert-manager's CA injector does for `cert-manager.io/inject-ca-from`).
+///
+/// # Errors
+/// [`E2eError::Yaml`] if the file is not YAML.
+pub fn webhook_configurations(ca_pem: &str) -> Result<Vec<serde_json::Value>> {
+    let mut docs =
+        crate::scenario::parse_documents("config/webhook/manifests.yaml", WEBHOOK_MANIFESTS)?;
+    for d in &mut docs {
+        crate::certmanager::inject_ca(d, ca_pem);
+    }
+    Ok(docs)
+}
+
+/// Server-side applies the provider's webhook configurations with the CA of
+/// the serving certificate injected.
+///
+/// # Errors
+/// As [`crate::scenario::apply_value`].
+pub async fn install_webhooks(client: &kube::Client, ca_pem: &str) -> Result<()> {
+    for doc in webhook_configurations(ca_pem)? {
+        crate::scenario::apply_value(client, "default", doc).await?;
+    }
+    Ok(())
+}
+
 /// Server-side applies each CRD and waits until the server reports it
 /// `Established` (within `timeout`).
 ///

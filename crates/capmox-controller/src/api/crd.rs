@@ -4,11 +4,11 @@
 //! Each CRD serves two versions: `v1alpha3` (stored; listed first) and
 //! `v1alpha2` (the Go provider's schema, deprecated, for taking over its
 //! clusters). kube-apiserver converts between them by calling the
-//! conversion webhook ([`super::conversion::convert_review`]) at
+//! conversion webhook ([`super::conversion::convert_object`]) at
 //! `https://capmox-webhook-service.capmox-system.svc:443/convert`, whose CA
 //! cert-manager injects from the Certificate `capmox-system/capmox-serving-cert`.
-//! The CAPI contract label lists both versions (`v1alpha2_v1alpha3`; CAPI
-//! uses the newest, contract section "Contract label on CRD").
+//! The CAPI contract label lists `v1alpha3` only: `v1alpha2` keeps the Go
+//! provider's contract v1beta1 shape ([`super::CONTRACT_LABEL`]).
 
 use std::collections::BTreeMap;
 

@@ -39,5 +39,9 @@ pub const GROUP: &str = "infrastructure.cluster.x-k8s.io";
 /// API version of every kind here.
 pub const VERSION: &str = "v1alpha3";
 /// CAPI contract label stamped on every CRD: contract v1beta2 → the served
-/// versions of that contract, `_`-separated (CAPI uses the newest).
-pub const CONTRACT_LABEL: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "v1alpha2_v1alpha3");
+/// versions that meet that contract, `_`-separated (CAPI reads the newest).
+/// Only `v1alpha3`: the Go provider's `v1alpha2` is served for taking over
+/// its clusters but follows contract v1beta1 (no
+/// `status.initialization.provisioned`, failure domains as a map), so CAPI
+/// must never read it as v1beta2 (docs/capi-contract.md).
+pub const CONTRACT_LABEL: (&str, &str) = ("cluster.x-k8s.io/v1beta2", "v1alpha3");

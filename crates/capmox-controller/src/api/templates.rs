@@ -28,7 +28,10 @@ pub struct ObjectMetaTemplate {
 
 /// Desired state of a ProxmoxMachineTemplate. Immutable: to change machines,
 /// create a new template and point the MachineDeployment or control plane at it
-/// (CAPI rolls the machines).
+/// (CAPI rolls the machines). The provider's validating webhook enforces it;
+/// a CEL rule cannot, as it cannot tell the ClusterClass topology
+/// controller's dry-run (which must be allowed to change the spec) from
+/// other updates.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "infrastructure.cluster.x-k8s.io",
@@ -66,10 +69,6 @@ pub struct ObjectMetaTemplate {
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {"rule": "self == oldSelf",
-     "message": "ProxmoxMachineTemplate spec is immutable: create a new template and point the MachineDeployment or control plane at it"}
-]))]
 pub struct ProxmoxMachineTemplateSpec {
     /// The machine template.
     pub template: ProxmoxMachineTemplateResource,

@@ -41,6 +41,35 @@ pub struct Flags {
     #[arg(long, env = "CAPMOX_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
     pub health_addr: SocketAddr,
 
+    /// Address of the webhook server (HTTPS: the defaulting, validating and
+    /// conversion webhooks the API server calls; controller-runtime's port).
+    #[arg(long, env = "CAPMOX_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    pub webhook_addr: SocketAddr,
+
+    /// Directory of the webhook serving certificate (where the cert-manager
+    /// Secret is mounted; controller-runtime's default). Re-read every 10 s:
+    /// a rotated certificate is served without a restart.
+    #[arg(
+        long,
+        env = "CAPMOX_WEBHOOK_CERT_DIR",
+        default_value = crate::webhook::DEFAULT_CERT_DIR
+    )]
+    pub webhook_cert_dir: PathBuf,
+
+    /// File name of the PEM certificate chain in `--webhook-cert-dir`.
+    #[arg(long, default_value = "tls.crt")]
+    pub webhook_cert_name: String,
+
+    /// File name of the PEM private key in `--webhook-cert-dir`.
+    #[arg(long, default_value = "tls.key")]
+    pub webhook_key_name: String,
+
+    /// Do not serve webhooks (e.g. running outside the cluster without a
+    /// certificate). Where the webhook configurations are installed, the API
+    /// server then refuses writes of our kinds (`failurePolicy: Fail`).
+    #[arg(long, env = "CAPMOX_DISABLE_WEBHOOKS")]
+    pub disable_webhooks: bool,
+
     /// Elect a leader through a `coordination.k8s.io/v1` Lease before reconciling.
     #[arg(long, env = "CAPMOX_LEADER_ELECT")]
     pub leader_elect: bool,
@@ -144,6 +173,17 @@ impl Flags {
         }
     }
 
+    /// The webhook server's options, or `None` with `--disable-webhooks`.
+    pub fn webhook_options(&self) -> Option<crate::webhook::WebhookOptions> {
+        (!self.disable_webhooks).then(|| crate::webhook::WebhookOptions {
+            addr: self.webhook_addr,
+            cert_dir: self.webhook_cert_dir.clone(),
+            cert_name: self.webhook_cert_name.clone(),
+            key_name: self.webhook_key_name.clone(),
+            reload_period: crate::webhook::CERT_RELOAD_PERIOD,
+        })
+    }
+
     /// The manager's own namespace: `--leader-election-namespace` /
     /// `POD_NAMESPACE`, else `default`.
     pub fn manager_namespace(&self) -> String {
@@ -184,6 +224,17 @@ mod tests {
         assert_eq!(o.probe_timeout, Duration::from_secs(10));
         assert_eq!(o.pve_call_timeout, Duration::from_secs(60));
         assert_eq!(f.machine_options().clone_concurrency, 128);
+        let w = f.webhook_options().unwrap();
+        assert_eq!(w.addr, "0.0.0.0:9443".parse().unwrap());
+        assert_eq!(
+            w.cert_dir,
+            PathBuf::from("/tmp/k8s-webhook-server/serving-certs")
+        );
+        assert_eq!(
+            (w.cert_name.as_str(), w.key_name.as_str()),
+            ("tls.crt", "tls.key")
+        );
+        assert_eq!(w.reload_period, Duration::from_secs(10));
 
         let f = Flags::try_parse_from([
             "capmox-controller",
@@ -224,5 +275,22 @@ mod tests {
             Some(("other".to_string(), "creds".to_string()))
         );
         assert!(Flags::try_parse_from(["capmox-controller", "--log-format=yaml"]).is_err());
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--webhook-addr=127.0.0.1:0",
+            "--webhook-cert-dir=/certs",
+            "--webhook-cert-name=a.pem",
+            "--webhook-key-name=b.pem",
+        ])
+        .unwrap();
+        let w = f.webhook_options().unwrap();
+        assert_eq!(w.addr, "127.0.0.1:0".parse().unwrap());
+        assert_eq!(w.cert_dir, PathBuf::from("/certs"));
+        assert_eq!(
+            (w.cert_name.as_str(), w.key_name.as_str()),
+            ("a.pem", "b.pem")
+        );
+        let f = Flags::try_parse_from(["capmox-controller", "--disable-webhooks"]).unwrap();
+        assert_eq!(f.webhook_options(), None);
     }
 }

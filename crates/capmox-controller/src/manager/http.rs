@@ -1,7 +1,8 @@
 //! The manager's HTTP endpoints: `/healthz` (the process is alive),
-//! `/readyz` (connected to the API server; a standby waiting for the leader
-//! lease is ready too, as in controller-runtime) and `/metrics` (Prometheus
-//! text format). When the metrics and health addresses are equal, one
+//! `/readyz` (connected to the API server and the webhook server serving; a
+//! standby waiting for the leader lease is ready too, as in
+//! controller-runtime, and serves webhooks like the leader) and `/metrics`
+//! (Prometheus text format). When the metrics and health addresses are equal, one
 //! listener serves all three.
 
 use std::net::SocketAddr;
@@ -17,21 +18,39 @@ use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
-/// Readiness shared with the HTTP handlers.
+/// Readiness shared with the HTTP handlers: the API server answered, and
+/// the webhook server serves (or webhooks are disabled).
 #[derive(Clone, Debug, Default)]
 pub struct Health {
     ready: Arc<AtomicBool>,
+    webhooks: Arc<AtomicBool>,
 }
 
 impl Health {
-    /// Marks the manager ready (or not).
+    /// Marks the API server reachable (or not).
     pub fn set_ready(&self, ready: bool) {
         self.ready.store(ready, Ordering::Release);
     }
 
+    /// Marks the webhook server serving, or not needed (`--disable-webhooks`).
+    pub fn set_webhooks_serving(&self, serving: bool) {
+        self.webhooks.store(serving, Ordering::Release);
+    }
+
+    /// Why the manager is not ready, or `None` when it is.
+    pub fn not_ready(&self) -> Option<&'static str> {
+        if !self.ready.load(Ordering::Acquire) {
+            Some("not ready: the API server has not answered yet")
+        } else if !self.webhooks.load(Ordering::Acquire) {
+            Some("not ready: the webhook server is not serving")
+        } else {
+            None
+        }
+    }
+
     /// Whether the manager is ready.
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.not_ready().is_none()
     }
 }
 
@@ -46,10 +65,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(s): State<AppState>) -> impl IntoResponse {
-    if s.health.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
+    match s.health.not_ready() {
+        None => (StatusCode::OK, "ok"),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
     }
 }
 
@@ -70,6 +88,8 @@ pub struct Bound {
     pub metrics: SocketAddr,
     /// `/healthz`, `/readyz`.
     pub health: SocketAddr,
+    /// The webhook server (HTTPS), unless webhooks are disabled.
+    pub webhook: Option<SocketAddr>,
 }
 
 /// Binds the listeners and serves until `stop` resolves.
@@ -100,6 +120,7 @@ pub async fn serve(
         Bound {
             metrics: addr,
             health: addr,
+            webhook: None,
         }
     } else {
         let ml = TcpListener::bind(metrics_addr).await?;
@@ -107,6 +128,7 @@ pub async fn serve(
         let bound = Bound {
             metrics: ml.local_addr()?,
             health: hl.local_addr()?,
+            webhook: None,
         };
         tasks.push(tokio::spawn(run(
             ml,

@@ -7,12 +7,17 @@
 //! | [`leader`] | leader election on a `coordination.k8s.io/v1` Lease |
 //! | [`http`] | `/healthz`, `/readyz`, `/metrics` |
 //!
+//! The webhook server is [`crate::webhook`]'s.
+//!
 //! Lifecycle of [`run`]: build the client (from `--kubeconfig`, else
 //! `KUBECONFIG` / `~/.kube/config` / in-cluster), serve health and metrics,
-//! become ready once the API server answers, campaign for the Lease (when
+//! serve the webhooks (every replica, leader or not, as controller-runtime
+//! does; the conversion function is [`crate::api::conversion::convert_object`]),
+//! become ready once the API server answers and the webhook server serves,
+//! campaign for the Lease (when
 //! `--leader-elect`), run the controllers while leading; on SIGTERM/SIGINT
 //! stop the controllers (in-flight reconciles get `--shutdown-timeout`),
-//! release the Lease and return. Losing the Lease while leading stops the
+//! release the Lease, stop the webhook server and return. Losing the Lease while leading stops the
 //! controllers and returns [`ManagerError::LostLeadership`] (the process
 //! exits non-zero and is restarted, as controller-runtime does).
 //!
@@ -59,10 +64,14 @@ pub enum ManagerError {
     /// The Tokio runtime (worker threads, I/O driver) could not start.
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    /// The webhook server could not start (certificate or address).
+    #[error("webhook server: {0}")]
+    Webhook(#[from] crate::webhook::WebhookError),
 }
 
 impl ManagerError {
-    /// Short stable label (`kubeconfig`, `client`, `listen`, `lost_leadership`, `runtime`).
+    /// Short stable label (`kubeconfig`, `client`, `listen`, `lost_leadership`,
+    /// `runtime`, `webhook`).
     pub fn category(&self) -> &'static str {
         match self {
             ManagerError::Kubeconfig(_) => "kubeconfig",
@@ -70,6 +79,7 @@ impl ManagerError {
             ManagerError::Listen(_) => "listen",
             ManagerError::LostLeadership => "lost_leadership",
             ManagerError::Runtime(_) => "runtime",
+            ManagerError::Webhook(_) => "webhook",
         }
     }
 }
@@ -244,7 +254,7 @@ pub async fn run_with(
 
     let (http_stop_tx, http_stop_rx) = tokio::sync::watch::channel(false);
     let health = http::Health::default();
-    let (bound, http_task) = http::serve(
+    let (mut bound, http_task) = http::serve(
         flags.metrics_addr,
         flags.health_addr,
         health.clone(),
@@ -252,10 +262,30 @@ pub async fn run_with(
         stop_future(&http_stop_rx),
     )
     .await?;
+    let webhooks = match flags.webhook_options() {
+        Some(opts) => match crate::webhook::serve(
+            &opts,
+            kube.clone(),
+            metrics.clone(),
+            crate::api::conversion::convert_object,
+        )
+        .await
+        {
+            Ok(w) => Some(w),
+            Err(e) => {
+                let _ = http_stop_tx.send(true);
+                return Err(e.into());
+            }
+        },
+        None => None,
+    };
+    bound.webhook = webhooks.as_ref().map(|w| w.addr);
+    health.set_webhooks_serving(true);
     tracing::info!(
         identity = %identity,
         metrics = %bound.metrics,
         health = %bound.health,
+        webhooks = ?bound.webhook,
         namespace = ?shared.options.namespace,
         watch_filter = ?shared.options.watch_filter,
         "capmox-controller starting"
@@ -340,6 +370,9 @@ pub async fn run_with(
         let _ = tokio::time::timeout(flags.shutdown_timeout, e).await;
     }
     ready_task.abort();
+    if let Some(w) = webhooks {
+        w.shutdown(Duration::from_secs(5)).await;
+    }
     let _ = http_stop_tx.send(true);
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     tracing::info!("capmox-controller stopped");

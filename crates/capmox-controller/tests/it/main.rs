@@ -7,6 +7,7 @@
 
 mod support;
 
+mod capi_contract;
 mod cluster_controller;
 mod cluster_reconcile;
 mod cluster_secrets;
@@ -26,3 +27,5 @@ mod machine_stale_writes;
 mod machine_template_status;
 mod manager_leader;
 mod manager_run;
+mod webhook_admission;
+mod webhook_tls;

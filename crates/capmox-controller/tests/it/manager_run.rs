@@ -1,10 +1,12 @@
 //! The manager end to end in-process: pointed at kube-sim by a kubeconfig
-//! file, it serves `/healthz`, `/readyz` and `/metrics`, takes the leader
+//! file, it serves `/healthz`, `/readyz` and `/metrics` and the webhooks
+//! (ready only once they serve), takes the leader
 //! Lease, reconciles a ProxmoxCluster against pve-sim, and on stop shuts
 //! the controllers down and releases the Lease.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support::cluster as support;
+use crate::support::webhook::{serving_pair, write_pair};
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -45,11 +47,15 @@ async fn manager_serves_leads_reconciles_and_stops() {
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     env.kube_sim.write_kubeconfig(&kubeconfig).unwrap();
+    let certs = dir.join("certs");
+    write_pair(&certs, &serving_pair());
     let flags = Flags::try_parse_from([
         "capmox-controller",
         &format!("--kubeconfig={}", kubeconfig.display()),
         "--metrics-addr=127.0.0.1:0",
         "--health-addr=127.0.0.1:0",
+        "--webhook-addr=127.0.0.1:0",
+        &format!("--webhook-cert-dir={}", certs.display()),
         "--leader-elect",
         "--leader-election-namespace=default",
         "--leader-election-id=capmox-run-test",
@@ -70,6 +76,10 @@ async fn manager_serves_leads_reconciles_and_stops() {
         Some(started_tx),
     ));
     let bound = started_rx.await.unwrap();
+    assert!(
+        bound.webhook.is_some(),
+        "the webhook server is up before the manager reports"
+    );
     assert_eq!(
         http_get(bound.health, "/healthz").await,
         (200, "ok".to_string())

@@ -203,7 +203,7 @@ impl Engine {
             }
             match self.delete(&tt, &name, opts) {
                 Ok(DeleteOutcome::Deleted(v) | DeleteOutcome::Pending(v)) => {
-                    out.push(to_view(&t.rt, &t.version, &v));
+                    out.push(to_view(&t.rt, &t.version, &v)?);
                 }
                 Err(e) if e.code == 404 || e.code == 403 => {}
                 Err(e) => return Err(e),

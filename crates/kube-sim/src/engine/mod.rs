@@ -7,6 +7,7 @@
 //! state lock, compute the new one outside it (patching, defaulting, validation, CEL),
 //! then commit under the lock if the object did not change meanwhile, else recompute.
 
+mod admit;
 mod delete;
 mod read;
 mod scale;
@@ -23,6 +24,7 @@ pub use write::{FieldValidation, Subresource, WriteOptions, Written};
 use crate::api_error::ApiError;
 use crate::resource::{Builtin, ResourceType, StorageKey, Version, View, builtin, events};
 use crate::store::{ObjKey, State};
+use crate::webhook::Caller;
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -71,24 +73,85 @@ impl Target {
     }
 }
 
-/// The stored form of an object served through `rt`.
-pub fn to_storage(rt: &ResourceType, mut obj: Value) -> Value {
-    match rt.view {
-        View::EventsV1 => events::to_core(&obj),
-        View::Plain => {
-            let av = rt.api_version(rt.storage_version());
-            crate::json::ensure_object(&mut obj).insert("apiVersion".into(), Value::String(av));
-            obj
+/// Whether objects of `rt` stored as `stored_api_version` need the CRD's
+/// conversion webhook to be served at `version`.
+pub fn needs_conversion(rt: &ResourceType, stored_api_version: &str, version: &str) -> bool {
+    rt.conversion.is_some() && stored_api_version != rt.api_version(version)
+}
+
+/// `obj` (of any served version of `rt`) at `version`: through the CRD's
+/// conversion webhook when it has one and the versions differ, else only
+/// `apiVersion` and `kind` are set (conversion strategy `None`).
+///
+/// Errors: `500` when the conversion webhook fails.
+pub fn convert(rt: &ResourceType, obj: &Value, version: &str) -> Result<Value, ApiError> {
+    let av = rt.api_version(version);
+    let mut out = match &rt.conversion {
+        Some(c) if crate::json::api_version(obj) != av => {
+            c.convert(&[obj], &av)?.pop().unwrap_or(Value::Null)
         }
+        _ => obj.clone(),
+    };
+    let m = crate::json::ensure_object(&mut out);
+    m.insert("apiVersion".into(), Value::String(av));
+    m.insert("kind".into(), Value::String(rt.kind.clone()));
+    Ok(out)
+}
+
+/// The stored form of an object served through `rt` (converted to the
+/// storage version).
+///
+/// Errors: `500` when the conversion webhook fails.
+pub fn to_storage(rt: &ResourceType, obj: Value) -> Result<Value, ApiError> {
+    match rt.view {
+        View::EventsV1 => Ok(events::to_core(&obj)),
+        View::Plain => convert(rt, &obj, rt.storage_version()),
     }
 }
 
 /// The served form of a stored object at `version`.
-pub fn to_view(rt: &ResourceType, version: &str, stored: &Value) -> Value {
-    let mut out = match rt.view {
-        View::EventsV1 => events::from_core(stored),
-        View::Plain => stored.clone(),
+///
+/// Errors: `500` when the conversion webhook fails.
+pub fn to_view(rt: &ResourceType, version: &str, stored: &Value) -> Result<Value, ApiError> {
+    match rt.view {
+        View::EventsV1 => Ok(relabel(rt, version, events::from_core(stored))),
+        View::Plain => convert(rt, stored, version),
+    }
+}
+
+/// Several stored objects at `version`, converted in one review when the
+/// CRD has a conversion webhook.
+///
+/// Errors: `500` when the conversion webhook fails.
+pub fn to_views(
+    rt: &ResourceType,
+    version: &str,
+    stored: &[Arc<Value>],
+) -> Result<Vec<Value>, ApiError> {
+    let av = rt.api_version(version);
+    let Some(c) = rt.conversion.as_ref().filter(|_| rt.view == View::Plain) else {
+        return stored.iter().map(|o| to_view(rt, version, o)).collect();
     };
+    let pending: Vec<&Value> = stored
+        .iter()
+        .map(|o| o.as_ref())
+        .filter(|o| crate::json::api_version(o) != av)
+        .collect();
+    let mut converted = c.convert(&pending, &av)?.into_iter();
+    stored
+        .iter()
+        .map(|o| {
+            let v = if crate::json::api_version(o) != av {
+                converted.next().unwrap_or(Value::Null)
+            } else {
+                (**o).clone()
+            };
+            Ok(relabel(rt, version, v))
+        })
+        .collect()
+}
+
+fn relabel(rt: &ResourceType, version: &str, mut out: Value) -> Value {
     let m = crate::json::ensure_object(&mut out);
     m.insert("apiVersion".into(), Value::String(rt.api_version(version)));
     m.insert("kind".into(), Value::String(rt.kind.clone()));
@@ -100,12 +163,15 @@ pub fn to_view(rt: &ResourceType, version: &str, stored: &Value) -> Value {
 pub struct Engine {
     state: Mutex<State>,
     gc_wake: Notify,
+    caller: Arc<Caller>,
+    hooks: admit::HookCache,
 }
 
 impl Engine {
     /// A server with the built-in kinds and the initial namespaces, keeping
-    /// `history_limit` watch events per resource.
-    pub fn new(history_limit: usize) -> Arc<Engine> {
+    /// `history_limit` watch events per resource; webhooks are called
+    /// through `caller`.
+    pub fn new(history_limit: usize, caller: Arc<Caller>) -> Arc<Engine> {
         let mut state = State::new(history_limit);
         for rt in builtin::all() {
             state.ensure_type(&rt.storage);
@@ -132,7 +198,14 @@ impl Engine {
         Arc::new(Engine {
             state: Mutex::new(state),
             gc_wake: Notify::new(),
+            caller,
+            hooks: admit::HookCache::default(),
         })
+    }
+
+    /// The webhook client.
+    pub fn caller(&self) -> &Arc<Caller> {
+        &self.caller
     }
 
     /// Locks the state (a poisoned lock is recovered: the state is always consistent

@@ -85,7 +85,8 @@ impl Selectors {
         if t.rt.view == View::Plain {
             self.fields.matches(stored)
         } else {
-            self.fields.matches(&to_view(&t.rt, &t.version, stored))
+            // Only EventsV1 views differ here, and they never convert by webhook.
+            to_view(&t.rt, &t.version, stored).is_ok_and(|v| self.fields.matches(&v))
         }
     }
 }
@@ -121,7 +122,7 @@ impl Engine {
     /// Reads one object in the request's version (`404` when missing).
     pub fn get(&self, t: &Target, name: &str) -> Result<Value, ApiError> {
         let obj = self.get_stored(t, name)?;
-        Ok(to_view(&t.rt, &t.version, &obj))
+        to_view(&t.rt, &t.version, &obj)
     }
 
     /// Reads one object in stored form (`404` when missing); serve it through
@@ -139,11 +140,7 @@ impl Engine {
     pub fn list(&self, t: &Target, opts: &ListOptions) -> Result<ListResult, ApiError> {
         let res = self.list_stored(t, opts)?;
         Ok(ListResult {
-            items: res
-                .items
-                .iter()
-                .map(|o| to_view(&t.rt, &t.version, o))
-                .collect(),
+            items: super::to_views(&t.rt, &t.version, &res.items)?,
             resource_version: res.resource_version,
             continue_token: res.continue_token,
             remaining: res.remaining,

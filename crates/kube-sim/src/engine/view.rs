@@ -26,15 +26,26 @@ pub enum ViewRef<'a> {
 }
 
 /// The view of `stored` served as `version` of `rt`; serialises exactly as
-/// `to_view(rt, version, stored)` does.
-pub fn view_ref<'a>(rt: &'a ResourceType, version: &str, stored: &'a Value) -> ViewRef<'a> {
+/// `to_view(rt, version, stored)` does (borrowed unless a conversion
+/// webhook or a field mapping changes the object).
+///
+/// Errors: `500` when the conversion webhook fails.
+pub fn view_ref<'a>(
+    rt: &'a ResourceType,
+    version: &str,
+    stored: &'a Value,
+) -> Result<ViewRef<'a>, crate::api_error::ApiError> {
     match (&rt.view, stored) {
-        (View::Plain, Value::Object(map)) => ViewRef::Borrowed {
-            stored: map,
-            api_version: rt.api_version(version),
-            kind: &rt.kind,
-        },
-        _ => ViewRef::Owned(super::to_view(rt, version, stored)),
+        (View::Plain, Value::Object(map))
+            if !super::needs_conversion(rt, crate::json::api_version(stored), version) =>
+        {
+            Ok(ViewRef::Borrowed {
+                stored: map,
+                api_version: rt.api_version(version),
+                kind: &rt.kind,
+            })
+        }
+        _ => Ok(ViewRef::Owned(super::to_view(rt, version, stored)?)),
     }
 }
 
@@ -105,12 +116,13 @@ mod tests {
             "apiVersion": "v0", "data": {"a": "Yg=="}, "immutable": true,
             "metadata": {"name": "s", "namespace": "ns"}, "type": "Opaque"
         });
-        let borrowed = serde_json::to_string(&view_ref(&secret, "v1", &stored)).unwrap();
+        let borrowed = serde_json::to_string(&view_ref(&secret, "v1", &stored).unwrap()).unwrap();
         assert_eq!(
             borrowed,
             r#"{"apiVersion":"v1","data":{"a":"Yg=="},"immutable":true,"kind":"Secret","metadata":{"name":"s","namespace":"ns"},"type":"Opaque"}"#
         );
-        let copied = serde_json::to_string(&super::super::to_view(&secret, "v1", &stored)).unwrap();
+        let copied =
+            serde_json::to_string(&super::super::to_view(&secret, "v1", &stored).unwrap()).unwrap();
         assert_eq!(borrowed, copied);
     }
 }

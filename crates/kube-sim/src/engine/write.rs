@@ -1,5 +1,6 @@
 //! Create, update (PUT), patch and server-side apply.
 
+use super::admit::{Admission, Operation};
 use super::{Engine, Target, check_namespace, to_storage, to_view, tracks_generation};
 use crate::api_error::{ApiError, Cause};
 use crate::clock::now_rfc3339;
@@ -66,6 +67,23 @@ pub struct WriteOptions {
 }
 
 impl WriteOptions {
+    fn admission<'a>(
+        &self,
+        operation: Operation,
+        target: &'a Target,
+        sub: Subresource,
+        patch: bool,
+    ) -> Admission<'a> {
+        Admission {
+            operation,
+            target,
+            sub,
+            dry_run: self.dry_run,
+            field_manager: self.field_manager.clone(),
+            patch,
+        }
+    }
+
     fn manager(&self) -> String {
         match &self.field_manager {
             Some(m) if !m.is_empty() => m.clone(),
@@ -507,6 +525,16 @@ fn validate_object(
     if let Some(scale) = &v.scale {
         causes.extend(super::scale::validate(obj, scale));
     }
+    if matches!(
+        rt.builtin,
+        Some(Builtin::MutatingWebhookConfiguration | Builtin::ValidatingWebhookConfiguration)
+    ) {
+        causes.extend(
+            crate::webhook::config::validate(obj)
+                .into_iter()
+                .map(|(field, message)| Cause::new("FieldValueInvalid", field, message)),
+        );
+    }
     if causes.is_empty()
         && let Some(cel) = &v.cel
     {
@@ -519,12 +547,17 @@ fn validate_object(
     }
 }
 
-/// The resource type a CRD object defines (CRD writes only).
-fn crd_type(t: &Target, obj: &Value) -> Result<Option<ResourceType>, ApiError> {
+/// The resource type a CRD object defines (CRD writes only); its conversion
+/// webhook is called through `caller`.
+fn crd_type(
+    t: &Target,
+    obj: &Value,
+    caller: &Arc<crate::webhook::Caller>,
+) -> Result<Option<ResourceType>, ApiError> {
     if t.rt.builtin != Some(Builtin::Crd) {
         return Ok(None);
     }
-    crd::from_crd(obj)
+    crd::from_crd(obj, caller)
         .map(Some)
         .map_err(|c| ApiError::invalid(&t.rt.group, &t.rt.kind, json::name(obj), c))
 }
@@ -628,6 +661,18 @@ enum Commit {
     Retry,
 }
 
+/// One attempt of an update inside the retry loop.
+struct Step<'a> {
+    t: &'a Target,
+    v: &'a Version,
+    name: &'a str,
+    cur_view: &'a Value,
+    candidate: &'a Value,
+    sub: Subresource,
+    managed: Managed,
+    now: &'a str,
+}
+
 pub(super) fn parse_apply_body(body: &[u8]) -> Result<Value, ApiError> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
         return Ok(v);
@@ -656,7 +701,11 @@ impl Engine {
         let mut body = body;
         decode_type_meta(t, &mut body)?;
         reconcile_namespace(t, &mut body)?;
-        let (mut obj, warnings) = decode(&v, body, opts, true)?;
+        let (mut obj, mut warnings) = decode(&v, body, opts, true)?;
+        let adm = opts.admission(Operation::Create, t, Subresource::Main, false);
+        if let Some(m) = self.mutate(&adm, &obj, None, &mut warnings)? {
+            obj = m;
+        }
         let now = now_rfc3339();
         init_meta(&t.rt, &mut obj, &now)?;
         // kube-apiserver resets `status` on create for kinds with the subresource, except
@@ -681,7 +730,8 @@ impl Engine {
         );
         managed::write(&mut obj, entries);
         validate_object(t, &v, None, &obj)?;
-        let crd_rt = crd_type(t, &obj)?;
+        let crd_rt = crd_type(t, &obj, &self.caller)?;
+        self.validate_admission(&adm, &obj, None, &mut warnings)?;
         self.commit_create(t, obj, crd_rt, opts.dry_run, warnings)
     }
 
@@ -695,7 +745,7 @@ impl Engine {
     ) -> Result<Written, ApiError> {
         let name = json::name(&obj).to_string();
         let key = t.key(&name);
-        let stored_form = to_storage(&t.rt, obj);
+        let stored_form = to_storage(&t.rt, obj)?;
         let mut st = self.lock();
         check_namespace(&st, &t.rt, t.ns(), &name)?;
         if st.get(&t.rt.storage, &key).is_some() {
@@ -722,8 +772,9 @@ impl Engine {
             ));
         }
         if dry_run {
+            drop(st);
             return Ok(Written {
-                object: to_view(&t.rt, &t.version, &stored_form),
+                object: to_view(&t.rt, &t.version, &stored_form)?,
                 warnings,
                 created: true,
             });
@@ -736,7 +787,7 @@ impl Engine {
         drop(st);
         self.wake_gc();
         Ok(Written {
-            object: to_view(&t.rt, &t.version, &stored),
+            object: to_view(&t.rt, &t.version, &stored)?,
             warnings,
             created: true,
         })
@@ -853,7 +904,7 @@ impl Engine {
             return Ok(None);
         }
         validate_object(t, v, Some(old), &new)?;
-        let crd_rt = crd_type(t, &new)?;
+        let crd_rt = crd_type(t, &new, &self.caller)?;
         Ok(Some((new, crd_rt)))
     }
 
@@ -880,7 +931,7 @@ impl Engine {
         if dry_run {
             return done(new_view);
         }
-        let storage_form = to_storage(&t.rt, new_view);
+        let storage_form = to_storage(&t.rt, new_view)?;
         let mut st = self.lock();
         let Some(cur) = st.get(&t.rt.storage, &t.key(name)) else {
             return Err(t.not_found(name));
@@ -897,7 +948,7 @@ impl Engine {
         }
         drop(st);
         self.wake_gc();
-        done(to_view(&t.rt, &t.version, &stored))
+        done(to_view(&t.rt, &t.version, &stored)?)
     }
 
     fn check_preconditions(
@@ -922,6 +973,36 @@ impl Engine {
             ));
         }
         Ok(())
+    }
+
+    /// One attempt of an update: mutating admission on the candidate, the
+    /// strategy ([`Engine::prepare_update`]), validating admission on its
+    /// result (the current object when nothing changes), the commit.
+    fn update_admitted(
+        &self,
+        step: Step<'_>,
+        opts: &WriteOptions,
+        patch: bool,
+        warnings: &[String],
+    ) -> Result<Commit, ApiError> {
+        let Step {
+            t,
+            v,
+            name,
+            cur_view,
+            candidate,
+            sub,
+            managed,
+            now,
+        } = step;
+        let adm = opts.admission(Operation::Update, t, sub, patch);
+        let mut warnings = warnings.to_vec();
+        let mutated = self.mutate(&adm, candidate, Some(cur_view), &mut warnings)?;
+        let candidate = mutated.as_ref().unwrap_or(candidate);
+        let prepared = self.prepare_update(t, v, cur_view, candidate, sub, managed, now)?;
+        let new = prepared.as_ref().map_or(cur_view, |(n, _)| n);
+        self.validate_admission(&adm, new, Some(cur_view), &mut warnings)?;
+        self.commit_update(t, name, cur_view, prepared, opts.dry_run, &warnings)
     }
 
     /// Replaces an object (`PUT`, also on `/status`). `409` for a stale
@@ -957,21 +1038,24 @@ impl Engine {
                     )],
                 ));
             }
-            let cur_view = to_view(&t.rt, &t.version, &cur);
+            let cur_view = to_view(&t.rt, &t.version, &cur)?;
             Self::check_preconditions(t, &cur_view, &body_rv, &body_uid, name)?;
             let now = now_rfc3339();
-            let prepared = self.prepare_update(
-                t,
-                &v,
-                &cur_view,
-                &candidate,
-                sub,
-                Managed::Update(opts.manager()),
-                &now,
-            )?;
-            if let Commit::Done(w) =
-                self.commit_update(t, name, &cur_view, prepared, opts.dry_run, &warnings)?
-            {
+            if let Commit::Done(w) = self.update_admitted(
+                Step {
+                    t,
+                    v: &v,
+                    name,
+                    cur_view: &cur_view,
+                    candidate: &candidate,
+                    sub,
+                    managed: Managed::Update(opts.manager()),
+                    now: &now,
+                },
+                opts,
+                false,
+                &warnings,
+            )? {
                 return Ok(w);
             }
         }
@@ -993,23 +1077,26 @@ impl Engine {
         let v = t.version_def()?.clone();
         loop {
             let cur = self.current(t, name).ok_or_else(|| t.not_found(name))?;
-            let cur_view = to_view(&t.rt, &t.version, &cur);
+            let cur_view = to_view(&t.rt, &t.version, &cur)?;
             let candidate = change(&cur_view)?;
             let rv = json::resource_version(&candidate).to_string();
             Self::check_preconditions(t, &cur_view, &rv, "", name)?;
             let now = now_rfc3339();
-            let prepared = self.prepare_update(
-                t,
-                &v,
-                &cur_view,
-                &candidate,
-                sub,
-                Managed::Update(opts.manager()),
-                &now,
-            )?;
-            if let Commit::Done(w) =
-                self.commit_update(t, name, &cur_view, prepared, opts.dry_run, &[])?
-            {
+            if let Commit::Done(w) = self.update_admitted(
+                Step {
+                    t,
+                    v: &v,
+                    name,
+                    cur_view: &cur_view,
+                    candidate: &candidate,
+                    sub,
+                    managed: Managed::Update(opts.manager()),
+                    now: &now,
+                },
+                opts,
+                false,
+                &[],
+            )? {
                 return Ok(w);
             }
         }
@@ -1039,7 +1126,7 @@ impl Engine {
         let v = t.version_def()?.clone();
         loop {
             let cur = self.current(t, name).ok_or_else(|| t.not_found(name))?;
-            let cur_view = to_view(&t.rt, &t.version, &cur);
+            let cur_view = to_view(&t.rt, &t.version, &cur)?;
             let patched = match pt {
                 PatchType::Json => patch::json_patch(&cur_view, body)?,
                 PatchType::Merge => patch::merge_patch(&cur_view, body)?,
@@ -1074,18 +1161,21 @@ impl Engine {
             Self::check_preconditions(t, &cur_view, &rv, &uid, name)?;
             let (candidate, warnings) = decode(&v, patched, opts, true)?;
             let now = now_rfc3339();
-            let prepared = self.prepare_update(
-                t,
-                &v,
-                &cur_view,
-                &candidate,
-                sub,
-                Managed::Update(opts.manager()),
-                &now,
-            )?;
-            if let Commit::Done(w) =
-                self.commit_update(t, name, &cur_view, prepared, opts.dry_run, &warnings)?
-            {
+            if let Commit::Done(w) = self.update_admitted(
+                Step {
+                    t,
+                    v: &v,
+                    name,
+                    cur_view: &cur_view,
+                    candidate: &candidate,
+                    sub,
+                    managed: Managed::Update(opts.manager()),
+                    now: &now,
+                },
+                opts,
+                true,
+                &warnings,
+            )? {
                 return Ok(w);
             }
         }
@@ -1208,17 +1298,23 @@ impl Engine {
                 if let Some(s) = &schema_value {
                     schema::normalize(&mut obj, s, true);
                 }
+                let adm = opts.admission(Operation::Create, t, sub, true);
+                let mut warnings = warnings.clone();
+                if let Some(m) = self.mutate(&adm, &obj, None, &mut warnings)? {
+                    obj = m;
+                }
                 init_meta(&t.rt, &mut obj, &now)?;
                 admit(&t.rt, None, &mut obj, &now)?;
                 managed::write(&mut obj, entries);
                 validate_object(t, &v, None, &obj)?;
-                let crd_rt = crd_type(t, &obj)?;
-                match self.commit_create(t, obj, crd_rt, opts.dry_run, warnings.clone()) {
+                let crd_rt = crd_type(t, &obj, &self.caller)?;
+                self.validate_admission(&adm, &obj, None, &mut warnings)?;
+                match self.commit_create(t, obj, crd_rt, opts.dry_run, warnings) {
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     other => return other,
                 }
             };
-            let cur_view = to_view(&t.rt, &t.version, &cur);
+            let cur_view = to_view(&t.rt, &t.version, &cur)?;
             Self::check_preconditions(t, &cur_view, &cfg_rv, &cfg_uid, name)?;
             let (merged, entries) = managed::apply(ApplyRequest {
                 live: Some(&cur_view),
@@ -1239,18 +1335,21 @@ impl Engine {
             if let Some(s) = &schema_value {
                 schema::normalize(&mut merged, s, true);
             }
-            let prepared = self.prepare_update(
-                t,
-                &v,
-                &cur_view,
-                &merged,
-                sub,
-                Managed::Given(entries),
-                &now,
-            )?;
-            if let Commit::Done(w) =
-                self.commit_update(t, name, &cur_view, prepared, opts.dry_run, &warnings)?
-            {
+            if let Commit::Done(w) = self.update_admitted(
+                Step {
+                    t,
+                    v: &v,
+                    name,
+                    cur_view: &cur_view,
+                    candidate: &merged,
+                    sub,
+                    managed: Managed::Given(entries),
+                    now: &now,
+                },
+                opts,
+                true,
+                &warnings,
+            )? {
                 return Ok(w);
             }
         }

@@ -86,17 +86,7 @@ impl<'a> Schema<'a> {
         };
         match n.get("x-kubernetes-list-type").and_then(Value::as_str) {
             Some("set") => ListKind::Set,
-            Some("map") => ListKind::Map(
-                n.get("x-kubernetes-list-map-keys")
-                    .and_then(Value::as_array)
-                    .map(|a| {
-                        a.iter()
-                            .filter_map(Value::as_str)
-                            .map(str::to_string)
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
+            Some("map") => ListKind::Map(crate::json::strings(n.get("x-kubernetes-list-map-keys"))),
             _ => ListKind::Atomic,
         }
     }

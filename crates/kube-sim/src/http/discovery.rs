@@ -177,6 +177,7 @@ mod tests {
         assert_eq!(
             gnames,
             vec![
+                "admissionregistration.k8s.io",
                 "apiextensions.k8s.io",
                 "coordination.k8s.io",
                 "events.k8s.io"

@@ -158,6 +158,22 @@ async fn dispatch(
         Route::OpenApiV2 | Route::Unknown => not_found(),
         Route::Resource(p) => {
             let q = query::Query::parse(uri.query());
+            // A request that may call a webhook runs on a blocking thread: the
+            // engine waits for the webhook's answer synchronously.
+            if app.engine.may_call_webhooks(&p.group, &p.plural)
+                && !(method == Method::GET && q.flag("watch"))
+            {
+                let app = app.clone();
+                let result = tokio::task::spawn_blocking(move || {
+                    resource::handle(&app, &method, p, &q, &headers, &body)
+                })
+                .await;
+                return match result {
+                    Ok(Ok(r)) => r,
+                    Ok(Err(e)) => error_response(&e),
+                    Err(e) => error_response(&ApiError::internal(e.to_string())),
+                };
+            }
             match resource::handle(&app, &method, p, &q, &headers, &body) {
                 Ok(r) => r,
                 Err(e) => error_response(&e),

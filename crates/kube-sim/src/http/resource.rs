@@ -289,7 +289,7 @@ pub fn handle(
                     },
                 );
             }
-            if output == Output::Json {
+            if output == Output::Json && t.rt.conversion.is_none() {
                 let res = engine.list_stored(&t, &opts)?;
                 let doc = StoredList {
                     api_version: t.api_version(),
@@ -297,7 +297,7 @@ pub fn handle(
                         .items
                         .iter()
                         .map(|o| view_ref(&t.rt, &t.version, o))
-                        .collect(),
+                        .collect::<Result<_, _>>()?,
                     kind: &t.rt.list_kind,
                     metadata: list_meta(&res),
                 };
@@ -326,7 +326,7 @@ pub fn handle(
             let obj = engine.get_stored(&t, name)?;
             Ok(json_response(
                 StatusCode::OK,
-                &view_ref(&t.rt, &t.version, &obj),
+                &view_ref(&t.rt, &t.version, &obj)?,
                 &[],
                 "application/json",
             ))
@@ -400,7 +400,7 @@ pub fn handle(
             let opts = delete_options(q, body)?;
             match engine.delete(&t, name, &opts)? {
                 DeleteOutcome::Pending(obj) => {
-                    let view = to_view(&t.rt, &t.version, &obj);
+                    let view = to_view(&t.rt, &t.version, &obj)?;
                     Ok(respond_object(
                         &t,
                         output,
@@ -411,7 +411,7 @@ pub fn handle(
                     ))
                 }
                 DeleteOutcome::Deleted(obj) if t.rt.return_deleted_object => {
-                    let view = to_view(&t.rt, &t.version, &obj);
+                    let view = to_view(&t.rt, &t.version, &obj)?;
                     Ok(respond_object(
                         &t,
                         output,

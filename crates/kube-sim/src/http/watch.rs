@@ -56,9 +56,9 @@ struct Renderer {
 }
 
 impl Renderer {
-    fn render(&self, stored: &Value) -> Value {
-        let view = to_view(&self.t.rt, &self.t.version, stored);
-        match self.output {
+    fn render(&self, stored: &Value) -> Result<Value, ApiError> {
+        let view = to_view(&self.t.rt, &self.t.version, stored)?;
+        Ok(match self.output {
             Output::Json => view,
             Output::Meta => partial_metadata(&view),
             Output::Table { beta } => {
@@ -68,6 +68,15 @@ impl Renderer {
                     None => view,
                 }
             }
+        })
+    }
+
+    /// An event line, or an `ERROR` event when the object cannot be
+    /// served (its conversion webhook failed).
+    fn rendered_line(&self, kind: &str, stored: &Value) -> Bytes {
+        match self.render(stored) {
+            Ok(v) => line(kind, v),
+            Err(e) => line("ERROR", e.to_status()),
         }
     }
 
@@ -94,35 +103,46 @@ impl Renderer {
         if self.output == Output::Json {
             return Some(self.json_line(kind, rec));
         }
-        Some(line(kind, self.render(&rec.object)))
+        Some(self.rendered_line(kind, &rec.object))
     }
 
     /// The event line for JSON output: the object is encoded once per
     /// record and version and shared by every watcher (the bytes equal
     /// [`line`] over [`Renderer::render`]).
     fn json_line(&self, kind: &str, rec: &WatchRecord) -> Bytes {
-        let (version, cached) = rec
-            .encoded
-            .get_or_init(|| (self.t.version.clone(), self.encode(&rec.object)));
+        if self.t.rt.conversion.is_some() {
+            // Converted per watcher (a blocking call to the webhook).
+            return self.object_line(kind, &rec.object);
+        }
+        let (version, cached) = rec.encoded.get_or_init(|| {
+            // Without a conversion webhook encoding cannot fail.
+            (
+                self.t.version.clone(),
+                self.encode(&rec.object).unwrap_or_default(),
+            )
+        });
         if *version == self.t.version {
             framed(kind, cached)
         } else {
-            framed(kind, &self.encode(&rec.object))
+            framed(kind, &self.encode(&rec.object).unwrap_or_default())
         }
     }
 
     /// An object line (`ADDED` of the initial list and the like).
     fn object_line(&self, kind: &str, stored: &Value) -> Bytes {
         if self.output == Output::Json {
-            framed(kind, &self.encode(stored))
+            match self.encode(stored) {
+                Ok(b) => framed(kind, &b),
+                Err(e) => line("ERROR", e.to_status()),
+            }
         } else {
-            line(kind, self.render(stored))
+            self.rendered_line(kind, stored)
         }
     }
 
     /// A stored object as JSON in the watched version.
-    fn encode(&self, stored: &Value) -> Vec<u8> {
-        serde_json::to_vec(&view_ref(&self.t.rt, &self.t.version, stored)).unwrap_or_default()
+    fn encode(&self, stored: &Value) -> Result<Vec<u8>, ApiError> {
+        Ok(serde_json::to_vec(&view_ref(&self.t.rt, &self.t.version, stored)?).unwrap_or_default())
     }
 }
 
@@ -185,6 +205,30 @@ fn expired(e: &ApiError, output: Output) -> Response {
     streaming(rx, output)
 }
 
+/// The line of a record (`None`: not for this watcher). With a conversion
+/// webhook the conversion is a blocking call: it runs on a blocking thread.
+async fn event_line(r: &Arc<Renderer>, rec: &Arc<WatchRecord>) -> Option<Bytes> {
+    if r.t.rt.conversion.is_none() {
+        return r.event(rec);
+    }
+    let (r, rec) = (r.clone(), rec.clone());
+    tokio::task::spawn_blocking(move || r.event(&rec))
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The `ADDED` line of an initial object (see [`event_line`]).
+async fn added_line(r: &Arc<Renderer>, obj: &Arc<Value>) -> Option<Bytes> {
+    if r.t.rt.conversion.is_none() {
+        return Some(r.object_line("ADDED", obj));
+    }
+    let (r, obj) = (r.clone(), obj.clone());
+    tokio::task::spawn_blocking(move || r.object_line("ADDED", &obj))
+        .await
+        .ok()
+}
+
 /// Serves a watch request.
 pub fn serve(
     app: &Arc<App>,
@@ -198,12 +242,12 @@ pub fn serve(
         Err(e) if e.code == 410 => return Ok(expired(&e, params.output)),
         Err(e) => return Err(e),
     };
-    let r = Renderer {
+    let r = Arc::new(Renderer {
         t,
         sel,
         output: params.output,
         include: params.include,
-    };
+    });
     let (tx, rx) = mpsc::channel::<Bytes>(256);
     let engine = app.engine.clone();
     let interval = app.bookmark_interval;
@@ -218,7 +262,10 @@ pub fn serve(
     } = sub;
     tokio::spawn(async move {
         for obj in &initial {
-            if r.matches(obj) && tx.send(r.object_line("ADDED", obj)).await.is_err() {
+            if r.matches(obj)
+                && let Some(l) = added_line(&r, obj).await
+                && tx.send(l).await.is_err()
+            {
                 return;
             }
         }
@@ -227,7 +274,7 @@ pub fn serve(
         }
         for rec in &backlog {
             if rec.rv > start_rv
-                && let Some(ev) = r.event(rec)
+                && let Some(ev) = event_line(&r, rec).await
                 && tx.send(ev).await.is_err()
             {
                 return;
@@ -248,7 +295,7 @@ pub fn serve(
                         match events.try_recv() {
                             Ok(rec) => {
                                 if rec.rv > start_rv
-                                    && let Some(ev) = r.event(&rec)
+                                    && let Some(ev) = event_line(&r, &rec).await
                                     && tx.send(ev).await.is_err()
                                 {
                                     return;
@@ -269,7 +316,7 @@ pub fn serve(
                 rec = events.recv() => match rec {
                     Ok(rec) => {
                         if rec.rv > start_rv
-                            && let Some(ev) = r.event(&rec)
+                            && let Some(ev) = event_line(&r, &rec).await
                             && tx.send(ev).await.is_err()
                         {
                             return;
@@ -335,13 +382,13 @@ mod tests {
         );
         let first = r.event(&rec).unwrap();
         assert_eq!(std::str::from_utf8(&first).unwrap(), want);
-        assert_eq!(first, line("MODIFIED", r.render(&rec.object)));
+        assert_eq!(first, line("MODIFIED", r.render(&rec.object).unwrap()));
         // A second watcher reuses the encoding.
         assert!(rec.encoded.get().is_some());
         assert_eq!(renderer("v1").event(&rec).unwrap(), first);
         assert_eq!(
             r.object_line("ADDED", &rec.object),
-            line("ADDED", r.render(&rec.object))
+            line("ADDED", r.render(&rec.object).unwrap())
         );
     }
 }

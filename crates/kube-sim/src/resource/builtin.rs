@@ -1,5 +1,6 @@
 //! The built-in kinds the provider and its tests use: Namespace, Secret, ConfigMap, Event
-//! (`v1` and `events.k8s.io/v1`), Lease, Node and CustomResourceDefinition.
+//! (`v1` and `events.k8s.io/v1`), Lease, Node, CustomResourceDefinition and the
+//! admission webhook configurations (`admissionregistration.k8s.io/v1`).
 //!
 //! Their schemas list the fields of the Go types in `k8s.io/api` (v1.33) so unknown fields
 //! are dropped (or refused with `fieldValidation=Strict`) the way the Go decoder does; value
@@ -95,6 +96,7 @@ fn resource(n: Names<'_>, v: Version, builtin: Builtin) -> ResourceType {
         builtin: Some(builtin),
         return_deleted_object: false,
         allow_unconditional_update: true,
+        conversion: None,
     }
 }
 
@@ -497,6 +499,96 @@ pub fn crd() -> ResourceType {
     rt
 }
 
+/// A `LabelSelector` defaulting to `{}` (selects everything).
+fn label_selector() -> Value {
+    json!({"type": "object", "default": {}, "properties": {
+        "matchLabels": string_map(),
+        "matchExpressions": {"type": "array", "items": {"type": "object", "properties": {
+            "key": string(), "operator": string(), "values": {"type": "array", "items": string()}
+        }}}
+    }})
+}
+
+/// `admissionregistration.k8s.io/v1` Mutating/ValidatingWebhookConfiguration
+/// (cluster-scoped): the fields of `MutatingWebhook`/`ValidatingWebhook`
+/// with kube-apiserver's v1 defaults (`failurePolicy: Fail`, `matchPolicy:
+/// Equivalent`, empty selectors, `timeoutSeconds: 10`, `service.port: 443`,
+/// `rules[].scope: "*"`, mutating `reinvocationPolicy: Never`); the checks on
+/// write are `crate::webhook::config::validate`.
+fn webhook_configuration(
+    kind: &str,
+    plural: &str,
+    mutating: bool,
+    builtin: Builtin,
+) -> ResourceType {
+    let mut webhook = json!({
+        "name": string(),
+        "clientConfig": {"type": "object", "properties": {
+            "url": string(),
+            "caBundle": {"type": "string", "format": "byte"},
+            "service": {"type": "object", "properties": {
+                "namespace": string(), "name": string(), "path": string(),
+                "port": {"type": "integer", "format": "int32", "default": 443}
+            }}
+        }},
+        "rules": {"type": "array", "items": {"type": "object", "properties": {
+            "operations": {"type": "array", "items": string()},
+            "apiGroups": {"type": "array", "items": string()},
+            "apiVersions": {"type": "array", "items": string()},
+            "resources": {"type": "array", "items": string()},
+            "scope": {"type": "string", "default": "*"}
+        }}},
+        "failurePolicy": {"type": "string", "default": "Fail"},
+        "matchPolicy": {"type": "string", "default": "Equivalent"},
+        "namespaceSelector": label_selector(),
+        "objectSelector": label_selector(),
+        "sideEffects": string(),
+        "timeoutSeconds": {"type": "integer", "format": "int32", "default": 10},
+        "admissionReviewVersions": {"type": "array", "items": string()},
+        "matchConditions": {"type": "array", "items": {"type": "object", "properties": {
+            "name": string(), "expression": string()
+        }}}
+    });
+    if mutating {
+        webhook["reinvocationPolicy"] = json!({"type": "string", "default": "Never"});
+    }
+    let schema = root(json!({
+        "webhooks": {"type": "array", "items": {"type": "object", "properties": webhook},
+                     "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+    }));
+    resource(
+        Names {
+            group: "admissionregistration.k8s.io",
+            kind,
+            plural,
+            short: &[],
+            namespaced: false,
+        },
+        version("v1", schema, false, vec![PrinterColumn::age()]),
+        builtin,
+    )
+}
+
+/// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
+pub fn mutating_webhook_configuration() -> ResourceType {
+    webhook_configuration(
+        "MutatingWebhookConfiguration",
+        "mutatingwebhookconfigurations",
+        true,
+        Builtin::MutatingWebhookConfiguration,
+    )
+}
+
+/// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
+pub fn validating_webhook_configuration() -> ResourceType {
+    webhook_configuration(
+        "ValidatingWebhookConfiguration",
+        "validatingwebhookconfigurations",
+        false,
+        Builtin::ValidatingWebhookConfiguration,
+    )
+}
+
 /// All built-in resource types.
 pub fn all() -> Vec<ResourceType> {
     vec![
@@ -508,6 +600,8 @@ pub fn all() -> Vec<ResourceType> {
         lease(),
         node(),
         crd(),
+        mutating_webhook_configuration(),
+        validating_webhook_configuration(),
     ]
 }
 

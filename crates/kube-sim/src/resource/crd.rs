@@ -1,13 +1,15 @@
 //! `CustomResourceDefinition` (`apiextensions.k8s.io/v1`) to [`ResourceType`]: the
 //! checks kube-apiserver makes on a CRD that matter here (names, scope, exactly one
-//! storage version, a schema per version, the `scale` subresource's paths), and the
-//! `status` it reports (`NamesAccepted`, `Established`).
+//! storage version, a schema per version, the `scale` subresource's paths, the
+//! conversion strategy and its webhook), and the `status` it reports
+//! (`NamesAccepted`, `Established`).
 
 use super::{
     ColumnSource, PrinterColumn, ResourceType, ScalePaths, StorageKey, Version, View,
     version_priority,
 };
 use crate::api_error::Cause;
+use crate::json::strings;
 use crate::schema::cel::CelRules;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -16,17 +18,6 @@ fn s<'a>(v: &'a Value, path: &[&str]) -> &'a str {
     crate::json::get_path(v, path)
         .and_then(Value::as_str)
         .unwrap_or("")
-}
-
-fn strings(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 fn columns(v: &Value) -> Vec<PrinterColumn> {
@@ -120,8 +111,12 @@ fn scale_paths(v: &Value, i: usize, causes: &mut Vec<Cause>) -> Option<ScalePath
     })
 }
 
-/// Parses and checks a CRD. Errors are `422` causes with the CRD field paths.
-pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
+/// Parses and checks a CRD; a conversion webhook is called through `caller`.
+/// Errors are `422` causes with the CRD field paths.
+pub fn from_crd(
+    crd: &Value,
+    caller: &Arc<crate::webhook::Caller>,
+) -> Result<ResourceType, Vec<Cause>> {
     let mut causes = Vec::new();
     let group = s(crd, &["spec", "group"]).to_string();
     let plural = s(crd, &["spec", "names", "plural"]).to_string();
@@ -242,6 +237,13 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
             "Invalid value: \"array\": must have exactly one version marked as storage version",
         ));
     }
+    let conversion = match crate::webhook::conversion::parse_spec(crd) {
+        Ok(c) => c,
+        Err((field, message)) => {
+            causes.push(Cause::new("FieldValueInvalid", field, message));
+            None
+        }
+    };
     if !causes.is_empty() {
         return Err(causes);
     }
@@ -272,6 +274,13 @@ pub fn from_crd(crd: &Value) -> Result<ResourceType, Vec<Cause>> {
         builtin: None,
         return_deleted_object: true,
         allow_unconditional_update: false,
+        conversion: conversion.map(|client| {
+            Arc::new(crate::webhook::Converter::new(
+                name.clone(),
+                client,
+                caller.clone(),
+            ))
+        }),
     })
 }
 
@@ -331,9 +340,43 @@ mod tests {
         })
     }
 
+    fn caller() -> Arc<crate::webhook::Caller> {
+        crate::webhook::Caller::start().expect("webhook client")
+    }
+
+    #[test]
+    fn conversion_webhooks_are_parsed_and_checked() {
+        let mut c = crd();
+        c["spec"]["conversion"] = json!({"strategy": "Webhook", "webhook": {
+            "conversionReviewVersions": ["v1"],
+            "clientConfig": {"service": {"namespace": "ns", "name": "svc", "path": "/convert"}}}});
+        let rt = from_crd(&c, &caller()).expect("valid");
+        let conv = rt.conversion.expect("webhook conversion");
+        assert_eq!(
+            conv.client.endpoint,
+            crate::webhook::caller::Endpoint::Service {
+                namespace: "ns".into(),
+                name: "svc".into(),
+                path: "/convert".into(),
+                port: 443
+            }
+        );
+        c["spec"]["conversion"]["webhook"]["conversionReviewVersions"] = json!(["v1beta1"]);
+        let causes = from_crd(&c, &caller()).expect_err("v1 is required");
+        assert_eq!(
+            causes[0].field,
+            "spec.conversion.webhook.conversionReviewVersions"
+        );
+        c["spec"]["conversion"] = json!({"strategy": "Magic"});
+        let causes = from_crd(&c, &caller()).expect_err("unknown strategy");
+        assert_eq!(causes[0].field, "spec.conversion.strategy");
+        c["spec"]["conversion"] = json!({"strategy": "None"});
+        assert!(from_crd(&c, &caller()).expect("valid").conversion.is_none());
+    }
+
     #[test]
     fn parses_names_versions_and_columns() {
-        let rt = from_crd(&crd()).expect("valid");
+        let rt = from_crd(&crd(), &caller()).expect("valid");
         assert_eq!(rt.kind, "Widget");
         assert_eq!(rt.list_kind, "WidgetList");
         assert_eq!(rt.singular, "widget");
@@ -355,7 +398,7 @@ mod tests {
             "statusReplicasPath": ".status.replicas",
             "labelSelectorPath": ".status.selector"
         });
-        let rt = from_crd(&c).expect("valid");
+        let rt = from_crd(&c, &caller()).expect("valid");
         let v1 = rt.served_version("v1").expect("served");
         assert_eq!(
             v1.scale,
@@ -371,7 +414,7 @@ mod tests {
             "specReplicasPath": ".status.replicas",
             "labelSelectorPath": "metadata.labels"
         });
-        let causes = from_crd(&c).expect_err("invalid");
+        let causes = from_crd(&c, &caller()).expect_err("invalid");
         let got: Vec<(&str, &str)> = causes
             .iter()
             .map(|c| (c.field.as_str(), c.message.as_str()))
@@ -400,7 +443,7 @@ mod tests {
         let mut c = crd();
         c["metadata"]["name"] = json!("wrong");
         c["spec"]["versions"][0]["storage"] = json!(true);
-        let causes = from_crd(&c).expect_err("invalid");
+        let causes = from_crd(&c, &caller()).expect_err("invalid");
         let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
         assert_eq!(fields, vec!["metadata.name", "spec.versions"]);
     }

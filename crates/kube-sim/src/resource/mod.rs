@@ -48,6 +48,10 @@ pub enum Builtin {
     Node,
     /// `apiextensions.k8s.io/v1` CustomResourceDefinition (installs resource types).
     Crd,
+    /// `admissionregistration.k8s.io/v1` MutatingWebhookConfiguration.
+    MutatingWebhookConfiguration,
+    /// `admissionregistration.k8s.io/v1` ValidatingWebhookConfiguration.
+    ValidatingWebhookConfiguration,
 }
 
 /// Where a printer column's cell comes from.
@@ -217,6 +221,9 @@ pub struct ResourceType {
     pub return_deleted_object: bool,
     /// PUT without `metadata.resourceVersion` is allowed (core kinds) or refused (CRs).
     pub allow_unconditional_update: bool,
+    /// The conversion webhook of a CRD with `spec.conversion.strategy: Webhook`
+    /// (`None`: versions differ only in `apiVersion`).
+    pub conversion: Option<Arc<crate::webhook::Converter>>,
 }
 
 impl ResourceType {

@@ -19,3 +19,4 @@ mod scale;
 mod status;
 mod validation;
 mod watch;
+mod webhooks;

@@ -1,6 +1,9 @@
 //! `make release-manifests` assembles a clusterctl components file with
-//! exactly one Namespace, the four CRDs carrying the contract label, the RBAC
-//! and the manager Deployment; `metadata.yaml` agrees with the CRD labels.
+//! exactly one Namespace, the four CRDs carrying the contract label, the RBAC,
+//! the manager Deployment and the webhook pieces (Service, cert-manager
+//! Issuer and Certificate, webhook configurations with the CA injection
+//! annotation, the certificate volume and port); `metadata.yaml` agrees with
+//! the CRD labels.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -95,7 +98,12 @@ fn components_file_is_what_clusterctl_expects() {
         let kind = d["kind"].as_str().unwrap();
         if matches!(
             kind,
-            "Namespace" | "CustomResourceDefinition" | "ClusterRole" | "ClusterRoleBinding"
+            "Namespace"
+                | "CustomResourceDefinition"
+                | "ClusterRole"
+                | "ClusterRoleBinding"
+                | "MutatingWebhookConfiguration"
+                | "ValidatingWebhookConfiguration"
         ) {
             continue;
         }
@@ -116,6 +124,8 @@ fn components_file_is_what_clusterctl_expects() {
         );
     }
 
+    webhook_pieces_fit_together(&of);
+
     // The local clusterctl repository layout.
     let repo = out.join("infrastructure-proxmox/v0.1.0");
     for f in [
@@ -127,6 +137,102 @@ fn components_file_is_what_clusterctl_expects() {
         assert!(repo.join(f).is_file(), "{f} missing in {}", repo.display());
     }
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// The webhook Service, the Certificate, the Deployment and the webhook
+/// configurations name each other consistently, and every route the
+/// controller serves is configured exactly once.
+fn webhook_pieces_fit_together<'a>(of: &impl Fn(&str) -> Vec<&'a Value>) {
+    use capmox_controller::webhook::Kind;
+    let service = of("Service")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "capmox-webhook-service")
+        .expect("the webhook Service");
+    assert_eq!(service["spec"]["ports"][0]["port"], 443);
+    assert_eq!(service["spec"]["ports"][0]["targetPort"], "webhook-server");
+    let issuer = of("Issuer");
+    assert_eq!(issuer.len(), 1);
+    assert!(issuer[0]["spec"]["selfSigned"].is_object());
+    let cert = of("Certificate");
+    assert_eq!(cert.len(), 1);
+    assert_eq!(
+        cert[0]["spec"]["issuerRef"]["name"],
+        issuer[0]["metadata"]["name"]
+    );
+    let dns: Vec<&str> = cert[0]["spec"]["dnsNames"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_str().unwrap())
+        .collect();
+    assert!(
+        dns.contains(&"capmox-webhook-service.capmox-system.svc"),
+        "{dns:?}"
+    );
+    let secret = cert[0]["spec"]["secretName"].as_str().unwrap();
+    let inject = format!(
+        "capmox-system/{}",
+        cert[0]["metadata"]["name"].as_str().unwrap()
+    );
+
+    let pod = &of("Deployment")[0]["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(args.contains(&"--webhook-addr=0.0.0.0:9443"), "{args:?}");
+    assert!(
+        container["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == "webhook-server" && p["containerPort"] == 9443)
+    );
+    let mount = container["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["mountPath"] == "/tmp/k8s-webhook-server/serving-certs")
+        .expect("the certificate mount");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("the certificate volume");
+    assert_eq!(volume["secret"]["secretName"], secret);
+
+    let mut paths = Vec::new();
+    for kind in [
+        "MutatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration",
+    ] {
+        let c = of(kind);
+        assert_eq!(c.len(), 1, "{kind}");
+        assert_eq!(
+            c[0]["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], inject,
+            "{kind}"
+        );
+        for w in c[0]["webhooks"].as_array().unwrap() {
+            let svc = &w["clientConfig"]["service"];
+            assert_eq!(svc["name"], "capmox-webhook-service");
+            assert_eq!(svc["namespace"], "capmox-system");
+            assert_eq!(w["failurePolicy"], "Fail");
+            assert_eq!(w["sideEffects"], "None");
+            assert_eq!(w["admissionReviewVersions"], serde_json::json!(["v1"]));
+            paths.push(svc["path"].as_str().unwrap().to_string());
+        }
+    }
+    let mut served: Vec<String> = Kind::ALL
+        .iter()
+        .flat_map(|k| [k.mutate_path(), k.validate_path()])
+        .collect();
+    served.sort();
+    paths.sort();
+    assert_eq!(paths, served, "one webhook per route");
 }
 
 #[test]

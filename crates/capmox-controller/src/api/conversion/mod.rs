@@ -1,6 +1,7 @@
 //! Conversion between `v1alpha2` (the Go provider's API, served) and
 //! `v1alpha3` (ours, stored), for all four kinds, as kube-apiserver asks for
-//! it through the conversion webhook ([`convert_review`]).
+//! it through the conversion webhook ([`convert_object`], called for each
+//! object of a review by [`crate::webhook`]).
 //!
 //! Pure functions: an object in one version in, the object in the other
 //! version out, or an error that names the field ([`ConversionError`]).
@@ -60,7 +61,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use review::convert_review;
+pub use review::convert_object;
 
 /// Annotation holding what the object's version cannot express of the
 /// version it was converted from: `{"apiVersion", "kind", "spec", "status"}`
