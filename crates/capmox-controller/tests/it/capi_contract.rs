@@ -158,7 +158,9 @@ fn every_crd_carries_the_contract_label_for_served_versions() {
 /// (the ones CAPI may read); the Go provider's v1alpha2 is served but not
 /// listed.
 fn contract_versions(crd: &Value) -> Vec<&Value> {
-    let label = crd["metadata"]["labels"][CONTRACT_LABEL.0].as_str().unwrap();
+    let label = crd["metadata"]["labels"][CONTRACT_LABEL.0]
+        .as_str()
+        .unwrap();
     let listed: Vec<&str> = label.split('_').collect();
     let out: Vec<&Value> = crd["spec"]["versions"]
         .as_array()
