@@ -2,7 +2,8 @@
 //! template sources, IP pool configuration, scheduler hints, conditions.
 //!
 //! Field names follow the existing Go provider's `v1alpha2` where the concept
-//! is the same, so operators recognise them (see `API.md`).
+//! is the same, so operators recognise them (`docs/templates.md` lists the
+//! fields the templates set).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -184,7 +185,7 @@ pub struct Initialization {
 }
 
 /// Proxmox tag syntax (`pve-tag`): first character `[a-z0-9_]`, then
-/// `[a-z0-9_+.-]`, compared case-insensitively (SEMANTICS.md §15).
+/// `[a-z0-9_+.-]`, compared case-insensitively (docs/proxmox-semantics.md §15).
 pub fn is_valid_tag(tag: &str) -> bool {
     let mut chars = tag.chars();
     match chars.next() {
