@@ -11,6 +11,7 @@ mod cluster_controller;
 mod cluster_reconcile;
 mod cluster_secrets;
 mod crds;
+mod image;
 mod machine_bootstrap;
 mod machine_concurrency;
 mod machine_crash;
