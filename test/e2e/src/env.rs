@@ -181,6 +181,12 @@ impl Env {
             .map_err(|e| E2eError::Sim(e.to_string()))?;
         let waits = Waits::new(opts.time_scale, opts.wait_floor);
         let crd_wait = Duration::from_secs(30);
+        // The provider is installed from the artifacts `make release` writes,
+        // as `clusterctl init` installs it from a clusterctl repository: the
+        // CRDs of its infrastructure-components.yaml. (kube-sim serves no
+        // Deployments or RBAC; the controller runs as a local process.)
+        let release = setup::build_release(&workdir.path.join("release"))?;
+        let provider_crds = setup::release_crds(&release)?;
         let (client, kubeconfig, namespace, simulated) = if real_requested() {
             let kubeconfig = std::env::var_os("KUBECONFIG")
                 .map(|v| std::env::split_paths(&v).next().unwrap_or_default())
@@ -192,7 +198,7 @@ impl Env {
             let client = kube::Client::try_from(config)?;
             let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
             let namespace = format!("e2e-{}-{suffix}", opts.name);
-            setup::install_crds(&client, &setup::provider_crds()?, crd_wait).await?;
+            setup::install_crds(&client, &provider_crds, crd_wait).await?;
             (client, kubeconfig, namespace, None)
         } else {
             let kube = kube_sim::KubeSim::start(kube_sim::KubeSimOptions {
@@ -205,7 +211,7 @@ impl Env {
             let client = kube.client().await?;
             let namespace = format!("e2e-{}", opts.name);
             setup::install_crds(&client, &crds::all(), crd_wait).await?;
-            setup::install_crds(&client, &setup::provider_crds()?, crd_wait).await?;
+            setup::install_crds(&client, &provider_crds, crd_wait).await?;
             let nodes = Arc::new(WorkloadNodes::new(client.clone()));
             let poll = Duration::from_secs_f64((opts.time_scale * 20.0).clamp(0.1, 0.5));
             let standin = StandIn::start(
