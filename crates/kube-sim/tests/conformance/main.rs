@@ -21,7 +21,7 @@ use std::path::PathBuf;
 fn reference(sub: &str) -> PathBuf {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let repo = repo.canonicalize().unwrap_or(repo);
-    let path = repo.join("../shared").join(sub);
+    let path = repo.parent().unwrap_or(&repo).join("shared").join(sub);
     assert!(
         path.exists(),
         "conformance: reference data {} is missing (it lives beside the repository; `make test` does not need it)",

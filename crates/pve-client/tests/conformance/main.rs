@@ -23,7 +23,10 @@ use std::path::PathBuf;
 fn pve_schema() -> Option<PathBuf> {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let repo = repo.canonicalize().unwrap_or(repo);
-    let path = repo.join("../shared/pve-api/apidoc.json");
+    let path = repo
+        .parent()
+        .unwrap_or(&repo)
+        .join("shared/pve-api/apidoc.json");
     assert!(
         path.is_file(),
         "conformance: the official Proxmox API schema {} is missing (reference data beside the repository; `make test` does not need it)",

@@ -26,7 +26,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 fn real_capi_crds_dir() -> PathBuf {
     let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let repo = repo.canonicalize().unwrap_or(repo);
-    let dir = repo.join("../shared/capi-crds");
+    let dir = repo.parent().unwrap_or(&repo).join("shared/capi-crds");
     assert!(
         dir.is_dir(),
         "conformance: the real CAPI CRDs {} are missing (reference data beside the repository; `make test` does not need them)",
