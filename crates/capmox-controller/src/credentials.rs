@@ -1,6 +1,6 @@
-//! Credentials Secret → [`pve_client::ClientConfig`] (field cases B24, B25).
+//! Credentials Secret → [`pve_client::ClientConfig`] (docs/field-cases.md B24, B25).
 //!
-//! Keys (API.md "Credentials Secret"):
+//! Keys:
 //!
 //! | key | required | meaning |
 //! |---|---|---|

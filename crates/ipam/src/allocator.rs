@@ -4,7 +4,7 @@
 //! in-cluster IPAM provider) and for the controller's duplicate-address
 //! bookkeeping. `allocate` always returns the lowest free address, so a
 //! released address is handed out again first (the in-cluster provider
-//! behaves the same; field case B18 is why callers release only after the
+//! behaves the same; docs/field-cases.md B18 is why callers release only after the
 //! VM is gone).
 
 use std::collections::BTreeSet;

@@ -5,7 +5,7 @@
 //! (`InClusterIPPool.spec.addresses`, `cluster-api-ipam-provider-in-cluster`
 //! README "addresses"). `Display` prints the normalised form: IPv6
 //! compressed lower-case (RFC 5952), ranges as `start-end`, so comparing two
-//! rendered entries never shows a spurious difference (field case B13).
+//! rendered entries never shows a spurious difference (docs/field-cases.md B13).
 
 use std::fmt;
 use std::net::IpAddr;

@@ -113,7 +113,7 @@ pub enum IpamError {
         subnet: IpNet,
     },
 
-    /// Two pools can hand out the same address (field case B16).
+    /// Two pools can hand out the same address (docs/field-cases.md B16).
     #[error("pools \"{first}\" and \"{second}\" overlap at {overlap}")]
     PoolsOverlap {
         /// The name of the first pool.
@@ -193,7 +193,7 @@ pub enum IpamError {
         reason: String,
     },
 
-    /// Every allocatable address of the pool is in use (field case B15).
+    /// Every allocatable address of the pool is in use (docs/field-cases.md B15).
     #[error("pool \"{pool}\" is exhausted: {}", exhausted_detail(*.size))]
     Exhausted {
         /// The name of the pool.

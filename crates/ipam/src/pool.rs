@@ -79,7 +79,7 @@ impl Pool {
     }
 
     /// Like [`Pool::parse`], for a field that fixes the family (`ipv4Config`
-    /// takes an IPv4 pool, `ipv6Config` an IPv6 one; field case B14): every
+    /// takes an IPv4 pool, `ipv6Config` an IPv6 one; docs/field-cases.md B14): every
     /// entry of the other family is a [`IpamError::FamilyMismatch`].
     ///
     /// # Errors

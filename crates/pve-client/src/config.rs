@@ -3,7 +3,7 @@
 //! ([`TlsMode`], [`Fingerprint`]) and the default timeout.
 //!
 //! Everything is validated when it is parsed, so a bad credentials Secret is
-//! reported by name before any request is made (field cases B24, B25).
+//! reported by name before any request is made (docs/field-cases.md B24, B25).
 
 use std::fmt;
 use std::str::FromStr;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::error::ParseError;
 use crate::secret::Secret;
 
-/// Default per-call timeout: 60 s (SEMANTICS.md §19: 35–60 s; pveproxy gives
+/// Default per-call timeout: 60 s (docs/proxmox-semantics.md §19: 35–60 s; pveproxy gives
 /// up after 30 s of silence on proxied calls).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -336,7 +336,7 @@ impl FromStr for Fingerprint {
     }
 }
 
-/// How the server certificate is trusted (SEMANTICS.md §20, field case B25).
+/// How the server certificate is trusted (docs/proxmox-semantics.md §20, docs/field-cases.md B25).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TlsMode {
     /// Verify the chain and the host name. Trust roots: the operating
@@ -366,7 +366,7 @@ impl Default for TlsMode {
 impl TlsMode {
     /// Parses the `insecure` value of a credentials Secret strictly: only
     /// `true`/`false`/`1`/`0`/`yes`/`no` (any case) — anything else is an
-    /// error, never silently insecure (field case B25).
+    /// error, never silently insecure (docs/field-cases.md B25).
     ///
     /// # Errors
     /// [`ParseError`] for any other value.

@@ -2,7 +2,7 @@
 //!
 //! pve-http-server splits `application/x-www-form-urlencoded` bodies and query
 //! strings on **both `&` and `;`**, and takes a value only up to the second raw
-//! `=` (SEMANTICS.md §1). So every byte outside the RFC 3986 unreserved set
+//! `=` (docs/proxmox-semantics.md §1). So every byte outside the RFC 3986 unreserved set
 //! (`A–Z a–z 0–9 - . _ ~`) is percent-encoded here, `;`, `=`, `,`, `&`, `+` and
 //! space included. Booleans are `1`/`0` (`true`/`false` fail the server's type
 //! check). `sshkeys` must be percent-encoded once more before form encoding
@@ -39,7 +39,7 @@ pub fn encode_component(s: &str) -> String {
 
 /// Encodes the `sshkeys` value the way Proxmox stores it: the keys (newline
 /// separated) percent-encoded like `encodeURIComponent`. The result is then
-/// form-encoded again by [`Form::push`] (SEMANTICS.md §13).
+/// form-encoded again by [`Form::push`] (docs/proxmox-semantics.md §13).
 pub fn encode_sshkeys(keys: &str) -> String {
     utf8_percent_encode(keys, URI_COMPONENT).to_string()
 }

@@ -3,7 +3,7 @@
 //! response from Proxmox into a variant.
 //!
 //! Proxmox reports almost every runtime failure as HTTP 500 and puts the cause
-//! into the text (SEMANTICS.md §3): a missing VM is `500 Configuration file
+//! into the text (docs/proxmox-semantics.md §3): a missing VM is `500 Configuration file
 //! 'nodes/<node>/qemu-server/<vmid>.conf' does not exist`, a busy VM is
 //! `500 can't lock file '/var/lock/qemu-server/lock-<vmid>.conf' - got timeout`.
 //! The text comes from the JSON body's `message` (libpve-http-server-perl
@@ -319,7 +319,7 @@ pub enum PveError {
     },
     /// A guest agent call failed because the agent cannot answer yet: `No
     /// QEMU guest agent configured`, `VM … is not running`, `QEMU guest agent
-    /// is not running`, agent timeouts or `Agent error: …` (SEMANTICS.md §17).
+    /// is not running`, agent timeouts or `Agent error: …` (docs/proxmox-semantics.md §17).
     /// Retry later while the VM boots.
     #[error("{ctx}: guest agent unavailable: {message}")]
     AgentUnavailable {
@@ -453,7 +453,7 @@ impl PveError {
         }
     }
 
-    /// Whether a write may or may not have been executed (SEMANTICS.md §19):
+    /// Whether a write may or may not have been executed (docs/proxmox-semantics.md §19):
     /// a non-GET call that timed out, lost its connection after sending, or
     /// got 596–599 from pveproxy's forwarding. Re-read the state before
     /// retrying such a write.

@@ -1,7 +1,7 @@
 //! Waiting for tasks: [`PveClient::wait_task`] polls a task's status with
 //! capped exponential backoff until it stops or a deadline passes.
 //!
-//! Success rules (SEMANTICS.md §5, field case B04): `OK` and `WARNINGS: <n>`
+//! Success rules (docs/proxmox-semantics.md §5, docs/field-cases.md B04): `OK` and `WARNINGS: <n>`
 //! both mean done; anything else is a failure carrying the text and the last
 //! log lines. Transient errors while polling (connection resets, 5xx, the
 //! node briefly unreachable) are tolerated until the deadline.
@@ -30,7 +30,7 @@ pub struct WaitOptions {
 }
 
 impl Default for WaitOptions {
-    /// 10 minutes, polling after 0.5 s, 1 s, 2 s, then every 4 s (SEMANTICS.md
+    /// 10 minutes, polling after 0.5 s, 1 s, 2 s, then every 4 s (docs/proxmox-semantics.md
     /// §19: poll every 1–2 s with backoff; big clones take minutes).
     fn default() -> Self {
         Self {

@@ -1,6 +1,6 @@
 //! [`Upid`]: the unique id of a Proxmox worker task.
 //!
-//! Format (SEMANTICS.md §5, pve-common `PVE::Tools::upid_encode`):
+//! Format (docs/proxmox-semantics.md §5, pve-common `PVE::Tools::upid_encode`):
 //! `UPID:<node>:<pid>:<pstart>:<starttime>:<type>:<id>:<user>:` — note the
 //! trailing colon. `pid`, `pstart` and `starttime` are upper-case hex, at least
 //! 8 digits (`pstart` grows to 9 after ~497 days of uptime). No field contains

@@ -1,4 +1,4 @@
-//! Authentication and privileges (SEMANTICS.md §2, §21).
+//! Authentication and privileges (docs/proxmox-semantics.md §2, §21).
 //!
 //! * API tokens: `Authorization: PVEAPIToken=user@realm!id=SECRET` (or a space
 //!   instead of the first `=`; split at the last `=`; value URL-unescaped).

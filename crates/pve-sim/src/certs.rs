@@ -1,6 +1,6 @@
 //! Per-cluster TLS material: a CA named like Proxmox's cluster CA and a
 //! leaf certificate for the API endpoint (SANs `localhost`, `127.0.0.1`,
-//! `::1` and the node names), SEMANTICS.md §20. Keys are ECDSA P-256
+//! `::1` and the node names), docs/proxmox-semantics.md §20. Keys are ECDSA P-256
 //! (rcgen's default; Proxmox uses RSA, which clients do not care about).
 
 use rcgen::{

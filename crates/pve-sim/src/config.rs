@@ -57,12 +57,12 @@ pub struct ClusterConfig {
     #[serde(default = "default_pve_version")]
     pub pve_version: String,
     /// qemu-server version; `>= 9.1.19` switches config updates to "fork before
-    /// locking" (SEMANTICS.md §6, §11): a fast `VM is locked` check before the flock,
+    /// locking" (docs/proxmox-semantics.md §6, §11): a fast `VM is locked` check before the flock,
     /// and `POST …/config` takes the flock inside its task.
     #[serde(default = "default_pve_version")]
     pub qemu_server_version: String,
     /// Datacenter option `next-id` (`lower`..`upper`, upper exclusive); absent
-    /// means 100..1 000 000 (SEMANTICS.md §7).
+    /// means 100..1 000 000 (docs/proxmox-semantics.md §7).
     #[serde(default)]
     pub next_id: Option<NextIdRange>,
     /// Datacenter `mac_prefix` used for generated MACs (default `BC:24:11`).
@@ -213,7 +213,7 @@ pub struct NodeConfig {
     pub ip: Option<Ipv4Addr>,
 }
 
-/// Storage plugin types the simulator knows (SEMANTICS.md §8 decides which
+/// Storage plugin types the simulator knows (docs/proxmox-semantics.md §8 decides which
 /// support linked clones).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -266,7 +266,7 @@ impl StorageType {
         )
     }
 
-    /// Whether linked clones from base volumes are possible (SEMANTICS.md §8:
+    /// Whether linked clones from base volumes are possible (docs/proxmox-semantics.md §8:
     /// not plain LVM).
     pub fn supports_linked_clone(self) -> bool {
         !matches!(self, StorageType::Lvm)
@@ -298,7 +298,8 @@ pub struct StorageConfig {
     pub alloc_lock: Option<AllocLock>,
 }
 
-/// Storage lock model (SEMANTICS.md §6, storage-level locks; field case B04(a)).
+/// Storage lock model (docs/proxmox-semantics.md §6, storage-level locks;
+/// docs/field-cases.md B04(a)).
 ///
 /// Every volume allocation on the storage (new disk, clone target) takes one of
 /// `max_parallel` slots (per node for local storages, cluster-wide for shared
@@ -506,7 +507,7 @@ fn default_bridge() -> String {
     "vmbr0".to_string()
 }
 
-/// Privileges the provider's token needs (SEMANTICS.md §21), granted on `/`
+/// Privileges the provider's token needs (docs/proxmox-semantics.md §21), granted on `/`
 /// in the built-in default.
 pub const PROVIDER_PRIVILEGES: &[&str] = &[
     "VM.Allocate",
@@ -548,7 +549,9 @@ impl SimConfig {
     /// with token `capmox@pve!capi` (seeded UUID secret, provider privileges
     /// on `/`), and `root@pam` with password `pve-sim`.
     ///
-    /// The schema path comes from [`default_schema_path`].
+    /// No schema file: request validation against the official schema is
+    /// on only when a path is given ([`SimConfig::with_schema_path`], the
+    /// binary's `--schema` / `PVE_SIM_SCHEMA`).
     pub fn builtin_default() -> SimConfig {
         let clusters = [
             ("dc-a", 'a', 4u32, 10u8, 9000u32),
@@ -565,7 +568,7 @@ impl SimConfig {
             time_scale: 1.0,
             seed: 0,
             tls: true,
-            schema_path: default_schema_path(),
+            schema_path: None,
             bind_address: default_bind(),
         }
     }
@@ -757,25 +760,6 @@ pub(crate) fn version_at_least(v: &str, min: [u64; 3]) -> bool {
         parts.next().unwrap_or(0),
     ];
     got >= min
-}
-
-/// The schema file the simulator uses when none is configured:
-/// `PVE_SIM_SCHEMA`, else `../shared/pve-api/apidoc.json` relative to the
-/// working directory (the repository root), else the same path relative to
-/// this crate's repository at build time, whichever exists first.
-pub fn default_schema_path() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("PVE_SIM_SCHEMA") {
-        return Some(PathBuf::from(p));
-    }
-    let cwd_relative = PathBuf::from("../shared/pve-api/apidoc.json");
-    if cwd_relative.exists() {
-        return Some(cwd_relative);
-    }
-    let repo_relative = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/pve-api/apidoc.json"
-    ));
-    repo_relative.exists().then_some(repo_relative)
 }
 
 fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32) -> ClusterConfig {

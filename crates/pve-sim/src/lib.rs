@@ -5,7 +5,7 @@
 //! tokens, nodes, storages, templates and VMID space, keeps state, enforces
 //! the rules Proxmox enforces and fails the way Proxmox fails (shapes and
 //! texts from qemu-server / pve-common / pve-http-server, see
-//! `shared/pve-api/SEMANTICS.md`). When the official schema
+//! `docs/proxmox-semantics.md`). When the official schema
 //! (`apidoc.json`) is configured, every request is validated against it.
 //!
 //! ```no_run

@@ -1,4 +1,4 @@
-//! The two lock mechanisms of SEMANTICS.md §6 that are not config
+//! The two lock mechanisms of docs/proxmox-semantics.md §6 that are not config
 //! properties:
 //!
 //! * the node-local flock `/var/lock/qemu-server/lock-<vmid>.conf`, shared or

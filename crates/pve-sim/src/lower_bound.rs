@@ -19,7 +19,7 @@
 //!
 //! * clones of a stopped template hold its flock *shared*, so they run in
 //!   parallel; clones of a running VM hold it exclusively and serialize
-//!   (SEMANTICS.md §6);
+//!   (docs/proxmox-semantics.md §6);
 //! * a storage with an [`crate::config::AllocLock`] admits `max_parallel`
 //!   allocations of `hold` seconds at a time (per node for local storages,
 //!   cluster-wide for shared ones); all allocations of a queue need at least

@@ -68,8 +68,6 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     if args.schema.is_some() {
         cfg.schema_path = args.schema.clone();
-    } else if cfg.schema_path.is_none() {
-        cfg.schema_path = pve_sim::config::default_schema_path();
     }
     if let Some(f) = args.time_scale {
         cfg.time_scale = f;

@@ -1,5 +1,5 @@
 //! Property strings and small formats, parsed and printed the way
-//! qemu-server stores them (SEMANTICS.md §14, §15, §18): `netN`
+//! qemu-server stores them (docs/proxmox-semantics.md §14, §15, §18): `netN`
 //! (`virtio=BC:24:11:…,bridge=vmbr0,tag=112`), drives
 //! (`ceph:vm-101-disk-0,discard=on,size=32G`), sizes (largest exact unit),
 //! tags (lower-cased, de-duplicated, sorted, `;`-joined), MAC addresses.

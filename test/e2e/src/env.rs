@@ -199,6 +199,12 @@ impl Env {
             .map_err(|e| E2eError::Sim(e.to_string()))?;
         let waits = Waits::new(opts.time_scale, opts.wait_floor);
         let crd_wait = Duration::from_secs(30);
+        // The provider is installed from the artifacts `make release` writes,
+        // as `clusterctl init` installs it from a clusterctl repository: the
+        // CRDs of its infrastructure-components.yaml. (kube-sim serves no
+        // Deployments or RBAC; the controller runs as a local process.)
+        let release = setup::build_release(&workdir.path.join("release"))?;
+        let provider_crds = setup::release_crds(&release)?;
         let (client, kubeconfig, namespace, simulated) = if real_requested() {
             let kubeconfig = std::env::var_os("KUBECONFIG")
                 .map(|v| std::env::split_paths(&v).next().unwrap_or_default())
@@ -210,7 +216,7 @@ impl Env {
             let client = kube::Client::try_from(config)?;
             let suffix = &uuid::Uuid::new_v4().simple().to_string()[..6];
             let namespace = format!("e2e-{}-{suffix}", opts.name);
-            setup::install_crds(&client, &setup::provider_crds()?, crd_wait).await?;
+            setup::install_crds(&client, &provider_crds, crd_wait).await?;
             (client, kubeconfig, namespace, None)
         } else {
             let kube = kube_sim::KubeSim::start(kube_sim::KubeSimOptions {
@@ -227,7 +233,7 @@ impl Env {
                 &certmanager::webhook_dns_names(),
             )?;
             setup::install_crds(&client, &crds::all(), crd_wait).await?;
-            let provider = setup::with_ca(setup::provider_crds()?, &certs.ca_pem)?;
+            let provider = setup::with_ca(provider_crds, &certs.ca_pem)?;
             setup::install_crds(&client, &provider, crd_wait).await?;
             if opts.webhooks {
                 setup::install_webhooks(&client, &certs.ca_pem).await?;

@@ -104,6 +104,75 @@ pub async fn install_webhooks(client: &kube::Client, ca_pem: &str) -> Result<()>
     Ok(())
 }
 
+/// The clusterctl provider name and type folder of this provider's releases.
+pub const RELEASE_PROVIDER_DIR: &str = "infrastructure-proxmox";
+
+/// Runs `scripts/release.sh` (what `make release` runs) with the release
+/// version `v<workspace version>` and writes a clusterctl local repository
+/// under `out`; returns its version folder,
+/// `out/infrastructure-proxmox/<version>/`.
+///
+/// # Errors
+/// [`E2eError::Io`] when the script cannot run, [`E2eError::Contract`] when
+/// it fails (its standard error in the message).
+pub fn build_release(out: &std::path::Path) -> Result<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/release.sh");
+    let version = format!("v{}", env!("CARGO_PKG_VERSION"));
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .env("OUT_DIR", out)
+        .env("VERSION", &version)
+        .output()
+        .map_err(|source| E2eError::Io {
+            path: script.clone(),
+            source,
+        })?;
+    if !output.status.success() {
+        return Err(E2eError::Contract(format!(
+            "{} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        )));
+    }
+    Ok(out.join(RELEASE_PROVIDER_DIR).join(version))
+}
+
+/// The objects of a release folder's `infrastructure-components.yaml` as
+/// `clusterctl init` reads them: variables rendered with clusterctl's rules
+/// (`vars`, else each variable's default), split into documents.
+///
+/// # Errors
+/// [`E2eError::Io`] when the file cannot be read, [`E2eError::Contract`]
+/// for a variable without value or default, [`E2eError::Yaml`].
+pub fn release_components(
+    release: &std::path::Path,
+    vars: &std::collections::BTreeMap<String, String>,
+) -> Result<Vec<serde_json::Value>> {
+    let path = release.join("infrastructure-components.yaml");
+    let text = std::fs::read_to_string(&path).map_err(|source| E2eError::Io {
+        path: path.clone(),
+        source,
+    })?;
+    let rendered = crate::clusterctl::render(&text, vars)
+        .map_err(|e| E2eError::Contract(format!("{}: {e}", path.display())))?;
+    crate::scenario::parse_documents(&path.display().to_string(), &rendered)
+}
+
+/// The CRDs among a release's components (see [`release_components`]),
+/// what `clusterctl init` installs before the provider's other objects.
+///
+/// # Errors
+/// As [`release_components`]; [`E2eError::Json`] if a CRD does not parse.
+pub fn release_crds(release: &std::path::Path) -> Result<Vec<CustomResourceDefinition>> {
+    release_components(release, &std::collections::BTreeMap::new())?
+        .into_iter()
+        .filter(|d| {
+            d.get("kind").and_then(serde_json::Value::as_str) == Some("CustomResourceDefinition")
+        })
+        .map(|d| serde_json::from_value(d).map_err(E2eError::from))
+        .collect()
+}
+
 /// Server-side applies each CRD and waits until the server reports it
 /// `Established` (within `timeout`).
 ///
@@ -174,8 +243,8 @@ pub async fn ensure_namespace(client: &kube::Client, name: &str) -> Result<()> {
     }
 }
 
-/// The CRDs of every `*.yaml` file in `dir` (sorted by file name), e.g. the
-/// real CAPI CRDs in `../shared/capi-crds/`.
+/// The CRDs of every `*.yaml` file in `dir` (sorted by file name), e.g. a
+/// folder of CAPI release CRDs (the conformance suite installs the real ones).
 ///
 /// # Errors
 /// [`E2eError::Io`], [`E2eError::Yaml`].
@@ -205,16 +274,6 @@ pub fn crds_from_dir(dir: &std::path::Path) -> Result<Vec<CustomResourceDefiniti
         }
     }
     Ok(out)
-}
-
-/// The real CAPI CRDs shipped beside the project (`../shared/capi-crds/`
-/// from the repository root), when that folder exists.
-pub fn real_capi_crds_dir() -> Option<std::path::PathBuf> {
-    let dir = std::path::PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/capi-crds"
-    ));
-    dir.is_dir().then_some(dir)
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! template sources, IP pool configuration, scheduler hints, conditions.
 //!
 //! Field names follow the existing Go provider's `v1alpha2` where the concept
-//! is the same, so operators recognise them (see `API.md`).
+//! is the same, so operators recognise them (`docs/templates.md` lists the
+//! fields the templates set).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -184,8 +185,8 @@ pub struct Initialization {
 }
 
 /// Proxmox tag syntax (`pve-tag`): first character `[a-z0-9_]`, then
-/// `[a-z0-9_+.-]`, compared case-insensitively — pve-client's
-/// [`pve_client::options::Tag`] decides.
+/// `[a-z0-9_+.-]`, compared case-insensitively (docs/proxmox-semantics.md
+/// §15) — pve-client's [`pve_client::options::Tag`] decides.
 pub fn is_valid_tag(tag: &str) -> bool {
     pve_client::options::Tag::new(tag).is_ok()
 }

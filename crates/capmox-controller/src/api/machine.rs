@@ -2,7 +2,7 @@
 //! InfraMachine of CAPI contract v1beta2, one Proxmox VM.
 //!
 //! There is deliberately no `spec.failureDomain`: CAPI would copy it over
-//! `Machine.spec.failureDomain` (contract fact 8); the input is the owner
+//! `Machine.spec.failureDomain` (docs/capi-contract.md fact 8); the input is the owner
 //! Machine's `spec.failureDomain`, the output `status.failureDomain`.
 
 // `printcolumn(type_ = ...)` repeats by design; clippy mistakes it for a duplicated attribute.

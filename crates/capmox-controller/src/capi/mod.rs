@@ -5,7 +5,8 @@
 //!
 //! Versions: CAPI core `cluster.x-k8s.io/v1beta2`, IPAM contract
 //! `ipam.cluster.x-k8s.io/v1beta2`, in-cluster IPAM pools
-//! `ipam.cluster.x-k8s.io/v1alpha2` (see `../shared/design/CAPI-CONTRACT.md`).
+//! `ipam.cluster.x-k8s.io/v1alpha2` (the CAPI infrastructure provider
+//! contract and the CAPI IPAM contract).
 
 pub mod core;
 pub mod ipam;

@@ -15,7 +15,7 @@ pub const MANAGED_BY_ANNOTATION: &str = "cluster.x-k8s.io/managed-by";
 
 /// The owner reference of `kind` in `group` (any version), matched by kind and
 /// group, not by the `controller` flag (CAPI sets `controller: false` on the
-/// Cluster → InfraCluster reference unless ClusterClass is used; contract fact 6).
+/// Cluster → InfraCluster reference unless ClusterClass is used; docs/capi-contract.md fact 6).
 pub fn owner_of_kind<'a>(
     meta: &'a ObjectMeta,
     group: &str,

@@ -1,7 +1,7 @@
 //! Which bootstrap data a machine can boot with, and how the bootstrap says
 //! it finished.
 //!
-//! CAPI bootstrap contract (CAPI-CONTRACT.md, bootstrap data): the data
+//! CAPI bootstrap contract (the bootstrap data Secret): the data
 //! Secret carries the payload in key `value` and its format in key `format`,
 //! `cloud-config` (kubeadm's) or `ignition` (Flatcar, Fedora CoreOS); no
 //! `format` key means `cloud-config`. Only `cloud-config` is rendered here,

@@ -1,12 +1,12 @@
 //! The NoCloud seed as an ISO9660 image, built in Rust with hadris-iso:
 //! volume label `cidata` (kept lower-case: `strict_charset: false`), Rock
 //! Ridge and Joliet names (`CreationFeatures::extensions()`) so the guest sees
-//! `user-data`, `meta-data` and `network-config` exactly (DEPENDENCIES.md:
-//! verified with `isoinfo`, `xorriso` and `blkid`).
+//! `user-data`, `meta-data` and `network-config` exactly (checked with
+//! `isoinfo`, `xorriso` and `blkid` when the dependency was chosen).
 //!
 //! Proxmox cannot upload cloud-init snippets through the API, so the provider
 //! uploads this image as `iso` content and attaches it as a CD-ROM
-//! (SEMANTICS.md §13).
+//! (docs/proxmox-semantics.md §13).
 
 use std::io::Cursor;
 use std::sync::Arc;

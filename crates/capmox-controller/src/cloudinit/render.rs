@@ -11,7 +11,7 @@
 //!   becomes `ethN`, matched by MAC (`match.macaddress`, lower-case) and
 //!   renamed with `set-name: ethN`; static `addresses` in CIDR form; a default
 //!   route per family **only when that family has a gateway** (`0.0.0.0/0` for
-//!   IPv4, `::/0` for IPv6 — never an empty `via`, field case B14);
+//!   IPv4, `::/0` for IPv6 — never an empty `via`, docs/field-cases.md B14);
 //!   `nameservers.addresses`; `dhcp4` / `dhcp6` as asked.
 //!
 //! YAML is written by serde-saphyr with YAML 1.1-safe quoting, so a MAC like

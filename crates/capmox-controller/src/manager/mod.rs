@@ -23,7 +23,7 @@
 //!
 //! `main` owns its shutdown select and timeout rather than relying on
 //! `Controller::shutdown_on_signal`, which can hang when the API server is
-//! unreachable (DEPENDENCIES.md, kube 5 traps).
+//! unreachable (a known trap of kube 5).
 
 pub mod flags;
 pub mod http;

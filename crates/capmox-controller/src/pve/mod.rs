@@ -170,7 +170,7 @@ pub trait ProxmoxApi: Send + Sync + 'static {
     ) -> Result<u64, PveError>;
 
     /// `GET /nodes/{node}/qemu/{vmid}/agent/exec-status?pid=`: read a
-    /// finished process once (QGA forgets it after that; SEMANTICS.md §17).
+    /// finished process once (QGA forgets it after that; docs/proxmox-semantics.md §17).
     async fn agent_exec_status(
         &self,
         node: &NodeName,

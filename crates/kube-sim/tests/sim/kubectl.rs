@@ -2,8 +2,8 @@
 //! `get -w`, `delete`, and printer columns (`get widgets`, `get proxmoxmachines` with the
 //! project's CRDs when `config/crd/bases` exists).
 //!
-//! `kubectl` is taken from `$KUBECTL` or `PATH`; without it each test prints
-//! "SKIPPED: kubectl not found (run `make tools`)" and passes.
+//! `kubectl` is taken from `$KUBECTL` or `PATH`; without it each test fails
+//! saying so (`make tools` installs it; `make test` runs `make tools` first).
 
 use crate::common::*;
 use kube_sim::KubeSim;
@@ -33,15 +33,14 @@ struct Kubectl {
 }
 
 impl Kubectl {
-    fn new(sim: &KubeSim) -> Option<Kubectl> {
-        let Some(bin) = find_kubectl() else {
-            println!("SKIPPED: kubectl not found (run `make tools`)");
-            return None;
-        };
+    fn new(sim: &KubeSim) -> Kubectl {
+        let bin = find_kubectl().unwrap_or_else(|| {
+            panic!("kubectl not found in $KUBECTL or PATH (run `make tools`, which installs it)")
+        });
         let dir = std::env::temp_dir().join(format!("kube-sim-kubectl-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         sim.write_kubeconfig(&dir.join("kubeconfig")).unwrap();
-        Some(Kubectl { bin, dir })
+        Kubectl { bin, dir }
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -130,7 +129,7 @@ const WIDGET_YAML: &str = "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n
 #[tokio::test]
 async fn kubectl_apply_get_and_delete() {
     let (sim, c) = start().await;
-    let Some(k) = Kubectl::new(&sim) else { return };
+    let k = Kubectl::new(&sim);
     let file = k.write("w1.yaml", WIDGET_YAML);
 
     // client-side apply: create, then configure
@@ -301,7 +300,7 @@ async fn kubectl_apply_get_and_delete() {
 #[tokio::test]
 async fn kubectl_get_shows_printer_columns_and_watches() {
     let (sim, c) = start().await;
-    let Some(k) = Kubectl::new(&sim) else { return };
+    let k = Kubectl::new(&sim);
     create_widget(&c, "w1", 3).await;
     let out = k.ok(&["get", "widgets"]).await;
     let lines: Vec<&str> = out.lines().collect();
@@ -335,15 +334,8 @@ async fn kubectl_get_shows_printer_columns_and_watches() {
 #[tokio::test]
 async fn kubectl_get_proxmoxmachines_uses_our_printer_columns() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases");
-    if !dir
-        .join("infrastructure.cluster.x-k8s.io_proxmoxmachines.yaml")
-        .is_file()
-    {
-        println!("SKIPPED: {} has no ProxmoxMachine CRD yet", dir.display());
-        return;
-    }
     let (sim, c) = start().await;
-    let Some(k) = Kubectl::new(&sim) else { return };
+    let k = Kubectl::new(&sim);
     assert!(sim.install_crds_from_dir(&dir).unwrap() >= 1);
     // the expected header, from the CRD itself: NAME + priority-0 printer columns
     let crd = call(
@@ -420,7 +412,7 @@ async fn kubectl_get_proxmoxmachines_uses_our_printer_columns() {
 #[tokio::test]
 async fn kubectl_scale_uses_the_scale_subresource() {
     let (sim, c) = start().await;
-    let Some(k) = Kubectl::new(&sim) else { return };
+    let k = Kubectl::new(&sim);
     sim.install_crd_yaml(include_str!("../fixtures/fleets.yaml"))
         .unwrap();
     let file = k.write(
@@ -529,7 +521,7 @@ async fn kubectl_scale_uses_the_scale_subresource() {
 #[tokio::test]
 async fn kubectl_create_raw_sends_bodies_as_written() {
     let (sim, _c) = start().await;
-    let Some(k) = Kubectl::new(&sim) else { return };
+    let k = Kubectl::new(&sim);
     // A kind-less ConfigMap (the shape of the Python client's body) is filled in from
     // the URL; a kind-less Widget is refused as kube-apiserver refuses it.
     let cm = k.write("cm.json", r#"{"metadata":{"name":"raw"},"data":{"k":"v"}}"#);

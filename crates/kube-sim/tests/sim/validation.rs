@@ -349,71 +349,8 @@ async fn secrets_fold_string_data_and_check_keys() {
 }
 
 #[tokio::test]
-async fn capi_crds_load_and_validate_objects() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/capi-crds");
-    if !dir.is_dir() {
-        println!("SKIPPED: {} not present", dir.display());
-        return;
-    }
-    let (sim, c) = start().await;
-    let n = sim.install_crds_from_dir(&dir).unwrap();
-    assert_eq!(n, 12);
-    let cluster = json!({
-        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
-        "metadata": {"name": "c1"},
-        "spec": {
-            "clusterNetwork": {"pods": {"cidrBlocks": ["10.244.0.0/16"]}},
-            "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "ProxmoxCluster", "name": "c1"},
-            "controlPlaneRef": {"apiGroup": "controlplane.cluster.x-k8s.io", "kind": "KubeadmControlPlane", "name": "c1-cp"}
-        }
-    });
-    let r = call_json(
-        &c,
-        "POST",
-        "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/clusters",
-        "application/json",
-        &cluster,
-    )
-    .await;
-    assert_eq!(r.code, 201, "{}", r.body);
-    let mut bad = cluster.clone();
-    bad["spec"]["infrastructureRef"] = json!({"kind": "ProxmoxCluster"});
-    bad["metadata"]["name"] = json!("c2");
-    let r = call_json(
-        &c,
-        "POST",
-        "/apis/cluster.x-k8s.io/v1beta2/namespaces/default/clusters",
-        "application/json",
-        &bad,
-    )
-    .await;
-    assert_eq!(r.code, 422, "{}", r.body);
-    let claim = json!({
-        "apiVersion": "ipam.cluster.x-k8s.io/v1beta2", "kind": "IPAddressClaim",
-        "metadata": {"name": "m1-0"},
-        "spec": {"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "pool"}}
-    });
-    let r = call_json(
-        &c,
-        "POST",
-        "/apis/ipam.cluster.x-k8s.io/v1beta2/namespaces/default/ipaddressclaims",
-        "application/json",
-        &claim,
-    )
-    .await;
-    assert_eq!(r.code, 201, "{}", r.body);
-}
-
-#[tokio::test]
 async fn project_crds_install_and_their_cel_rules_apply() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/crd/bases");
-    if !dir
-        .join("infrastructure.cluster.x-k8s.io_proxmoxmachines.yaml")
-        .is_file()
-    {
-        println!("SKIPPED: {} has no ProxmoxMachine CRD yet", dir.display());
-        return;
-    }
     let (sim, c) = start().await;
     assert!(sim.install_crds_from_dir(&dir).unwrap() >= 4);
     let base = "/apis/infrastructure.cluster.x-k8s.io/v1alpha3/namespaces/default/proxmoxmachines";

@@ -5,7 +5,7 @@
 //! key, that the VM runs, and that the agent answers a ping within 3 s; each
 //! failure is a 500 that the client reports as
 //! [`PveError::AgentUnavailable`] — "retry later" while the VM boots
-//! (SEMANTICS.md §17).
+//! (docs/proxmox-semantics.md §17).
 
 use std::net::IpAddr;
 
@@ -88,7 +88,7 @@ struct ExecStarted {
 }
 
 /// A signed integer that may arrive as a number or a numeric string
-/// (`exitcode`, `signal`; SEMANTICS.md §1); `null`, `""` or absent → `None`.
+/// (`exitcode`, `signal`; docs/proxmox-semantics.md §1); `null`, `""` or absent → `None`.
 fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
     match Option::<serde_json::Value>::deserialize(d)? {
         None | Some(serde_json::Value::Null) => Ok(None),
@@ -112,7 +112,7 @@ fn opt_i64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<i64>, D::Error> {
 /// `GET …/agent/exec-status` (QGA `guest-exec-status`).
 ///
 /// QGA forgets a process once its final status (`exited: true`) was read,
-/// so that answer can be read exactly once (SEMANTICS.md §17).
+/// so that answer can be read exactly once (docs/proxmox-semantics.md §17).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct ExecStatus {
     /// The process ended.
@@ -147,7 +147,7 @@ impl ExecStatus {
 
 /// The form of `POST …/agent/exec`: one `command` pair per element
 /// (program first), which pve-http-server turns into the `command` array
-/// (SEMANTICS.md §1).
+/// (docs/proxmox-semantics.md §1).
 fn exec_form(command: &[&str]) -> Form {
     let mut form = Form::new();
     for part in command {
@@ -236,7 +236,7 @@ impl PveClient {
     /// process `pid` (from [`PveClient::agent_exec`]) ended, its exit code
     /// and output. Read a finished process once: QGA forgets it after
     /// reporting `exited: true`, and a later read fails with
-    /// `Agent error: Invalid parameter 'pid'` (SEMANTICS.md §17).
+    /// `Agent error: Invalid parameter 'pid'` (docs/proxmox-semantics.md §17).
     ///
     /// # Errors
     /// As [`PveClient::agent_exec`] (an unknown or already reported `pid` is

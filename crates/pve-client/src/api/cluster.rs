@@ -36,7 +36,7 @@ impl ResourceType {
 
 /// One entry of `GET /cluster/resources`.
 ///
-/// Caveat (SEMANTICS.md §9): VMIDs, nodes, `lock` and `tags` are current, but
+/// Caveat (docs/proxmox-semantics.md §9): VMIDs, nodes, `lock` and `tags` are current, but
 /// `status`, `name`, `template`, `maxmem` and the counters come from a ~10 s
 /// status broadcast — a fresh clone shows `status: "unknown"` without a name
 /// for a while. Decide on `status/current` and `config`, not on this list.
@@ -194,7 +194,7 @@ impl PveClient {
 
     /// `GET /cluster/nextid[?vmid=N]`: the lowest free VMID in the datacenter's
     /// `next-id` range, or `N` itself if free. **Reserves nothing**: concurrent
-    /// callers get the same answer (SEMANTICS.md §7).
+    /// callers get the same answer (docs/proxmox-semantics.md §7).
     ///
     /// # Errors
     /// [`PveError::InvalidParameter`] with `errors["vmid"] = "VM N already

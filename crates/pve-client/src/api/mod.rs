@@ -13,7 +13,7 @@
 //! | [`tasks`] | task status, log, stop; waiting is in [`crate::task`] |
 //!
 //! Response structs deserialise leniently (numbers as strings, `0/1`, `""`,
-//! `null`; SEMANTICS.md §1) and carry only the fields the provider reads.
+//! `null`; docs/proxmox-semantics.md §1) and carry only the fields the provider reads.
 
 pub mod agent;
 pub mod cluster;

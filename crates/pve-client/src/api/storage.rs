@@ -179,7 +179,7 @@ impl PveClient {
     /// server answered `null`. Wait for the task before attaching the ISO.
     ///
     /// pveproxy does not forward uploads: send them to the node itself or to
-    /// a node that shares the storage (SEMANTICS.md §13). Not retried.
+    /// a node that shares the storage (docs/proxmox-semantics.md §13). Not retried.
     ///
     /// # Errors
     /// [`PveError::InvalidRequest`] (nothing sent) for a file name that does

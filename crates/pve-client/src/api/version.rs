@@ -22,7 +22,7 @@ pub struct VersionInfo {
 
 impl VersionInfo {
     /// `(major, minor)` from `release` (falling back to `version`), for
-    /// feature gating between PVE 8 and 9 (SEMANTICS.md §23).
+    /// feature gating between PVE 8 and 9 (docs/proxmox-semantics.md §23).
     pub fn major_minor(&self) -> Option<(u32, u32)> {
         let src = if self.release.is_empty() {
             &self.version

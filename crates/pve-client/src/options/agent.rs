@@ -12,7 +12,7 @@ const WHAT: &str = "agent property string";
 /// An `agent` value (`[enabled=]<1|0> [,freeze-fs=<1|0>]
 /// [,fstrim_cloned_disks=<1|0>] [,type=<virtio|isa>]`). Note Proxmox checks
 /// only for the *presence* of the `agent` key before pinging the agent
-/// (SEMANTICS.md §17), so `agent: 0` still reaches the ping.
+/// (docs/proxmox-semantics.md §17), so `agent: 0` still reaches the ping.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AgentOption {
     /// Whether the agent is enabled (the default key, printed bare).

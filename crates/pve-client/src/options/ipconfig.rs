@@ -134,7 +134,7 @@ impl fmt::Display for Ipv6Config {
 /// Format: `[gw=<GatewayIPv4>] [,gw6=<GatewayIPv6>] [,ip=<IPv4/CIDR|dhcp|manual>]
 /// [,ip6=<IPv6/CIDR|dhcp|auto|manual>]`; printed in that (alphabetical) order.
 /// Built from typed fields, so no whitespace or missing prefix can slip in
-/// (field case B13). As in the schema, `gw` requires `ip` and `gw6` requires
+/// (docs/field-cases.md B13). As in the schema, `gw` requires `ip` and `gw6` requires
 /// `ip6`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct IpConfig {

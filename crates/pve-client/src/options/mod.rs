@@ -2,8 +2,8 @@
 //! what the server accepts, and round-trip between the two.
 //!
 //! A property string is a comma-separated `key=value` list where one key (the
-//! format's `default_key`) may be written bare (SEMANTICS.md §18; schemas in
-//! `capi-subset.json` → `qemu_config_properties` and `named_formats`).
+//! format's `default_key`) may be written bare (docs/proxmox-semantics.md
+//! §18; the formats are those of the official API schema).
 //! Formatting follows the server's canonical form: the default key first and
 //! bare, then the remaining keys in alphabetical order, booleans as `1`/`0`,
 //! sizes with the largest exact unit. Sub-options this crate does not model are

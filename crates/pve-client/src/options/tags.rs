@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use crate::error::ParseError;
 
-/// One tag. Proxmox's character set (pve-common `pve-tag`, field case B07):
+/// One tag. Proxmox's character set (pve-common `pve-tag`, docs/field-cases.md B07):
 /// the first character is `[a-z0-9_]`, the rest `[a-z0-9_+.-]`,
 /// case-insensitive. Neither stricter nor looser: `ubuntu-24.04`, `Debian`,
 /// `k8s_1.30`, `a+b` are valid; `-lead`, `.lead`, `has space`, `semi;colon`,
@@ -102,7 +102,7 @@ impl FromStr for Tag {
 /// Formatting joins with `;` in stored order, so a string read from Proxmox
 /// prints back unchanged. Equality is **set equality ignoring case**, because
 /// the server lower-cases and sorts tags unless the datacenter says otherwise
-/// (SEMANTICS.md §15) — compare with `==`, never as strings.
+/// (docs/proxmox-semantics.md §15) — compare with `==`, never as strings.
 #[derive(Debug, Clone, Default)]
 pub struct Tags(Vec<Tag>);
 

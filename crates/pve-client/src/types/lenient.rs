@@ -1,7 +1,7 @@
 //! Lenient deserialisers for Proxmox's loosely typed JSON.
 //!
 //! The same field may arrive as a JSON number, a numeric string, `0`/`1`, `""`
-//! or `null` depending on endpoint and PVE version (SEMANTICS.md §1). These
+//! or `null` depending on endpoint and PVE version (docs/proxmox-semantics.md §1). These
 //! helpers are used with `#[serde(deserialize_with = …, default)]` on every
 //! numeric or boolean field the client reads.
 

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-/// The `lock` property of a VM (SEMANTICS.md §6a). Visible in `GET …/config`,
+/// The `lock` property of a VM (docs/proxmox-semantics.md §6a). Visible in `GET …/config`,
 /// `status/current` and `/cluster/resources`. Unknown values (PVE writes
 /// `destroyed` and `import`, which are not in the schema enum, and later
 /// releases may add more) are kept in [`VmLock::Other`].

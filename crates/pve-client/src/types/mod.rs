@@ -2,9 +2,8 @@
 //! deserialisers for its loosely typed JSON.
 //!
 //! Each identifier is validated against the format the PVE API schema gives it
-//! (`pve-vmid`, `pve-node`, `pve-storage-id`, `pve-poolid`; see
-//! `capi-subset.json` → `named_formats`), so a value that reaches the wire is
-//! one Proxmox accepts.
+//! (`pve-vmid`, `pve-node`, `pve-storage-id`, `pve-poolid`), so a value that
+//! reaches the wire is one Proxmox accepts.
 
 mod ids;
 pub(crate) mod lenient;

@@ -9,3 +9,10 @@ mod support;
 
 mod sim;
 mod wire;
+
+/// The Proxmox API schema the simulator validates requests against in
+/// `sim.rs`: none here. The conformance suite (`tests/conformance/main.rs`)
+/// runs `sim.rs` again with the official schema.
+fn pve_schema() -> Option<std::path::PathBuf> {
+    None
+}

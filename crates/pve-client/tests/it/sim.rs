@@ -34,16 +34,15 @@ async fn start_sim() -> Simulator {
     .unwrap()
 }
 
-/// Like [`start_sim`], but every request the client sends is also checked
-/// against the official PVE schema (`apidoc.json`) when the file is present,
-/// so a parameter Proxmox would refuse fails the test.
+/// Like [`start_sim`], with the schema of `crate::pve_schema`: none in
+/// `make test`; the official PVE schema (`apidoc.json`) in the conformance
+/// suite, which runs this file again (`tests/conformance/main.rs`), so there
+/// every request the client sends is checked and a parameter Proxmox would
+/// refuse fails the test.
 async fn start_sim_validating() -> Simulator {
-    let cfg = SimConfig::builtin_default().with_time_scale(0.001);
-    if cfg.schema_path.is_none() {
-        eprintln!(
-            "note: apidoc.json not found; requests are not checked against the PVE schema in this run"
-        );
-    }
+    let cfg = SimConfig::builtin_default()
+        .with_time_scale(0.001)
+        .with_schema_path(crate::pve_schema());
     Simulator::start(cfg).await.unwrap()
 }
 
@@ -382,9 +381,10 @@ async fn vm_lifecycle_clone_configure_resize_power_delete() {
     );
     assert_eq!(a.calls().total, before, "refused locally, nothing sent");
 
-    // With the official schema loaded, the simulator refuses what Proxmox
-    // refuses: an unknown key is a 400 with the per-parameter message.
-    if SimConfig::builtin_default().schema_path.is_some() {
+    // With the official schema loaded (the conformance suite), the simulator
+    // refuses what Proxmox refuses: an unknown key is a 400 with the
+    // per-parameter message.
+    if sim.config().schema_path.is_some() {
         let e = c
             .update_vm_config_sync(&n2, new, &ConfigUpdate::new().set("no-such-option", "1"))
             .await

@@ -1,4 +1,4 @@
-//! Guest agent endpoints (SEMANTICS.md §17). Every call first checks, in
+//! Guest agent endpoints (docs/proxmox-semantics.md §17). Every call first checks, in
 //! Proxmox's order: `agent` key present (`No QEMU guest agent configured`),
 //! VM running (`VM <id> is not running`), agent answering
 //! (`QEMU guest agent is not running` until the VM has been up for

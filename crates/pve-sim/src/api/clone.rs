@@ -1,5 +1,5 @@
 //! `POST /nodes/{node}/qemu/{vmid}/clone` (qemu-server `clone_vm`,
-//! SEMANTICS.md §6–§8).
+//! docs/proxmox-semantics.md §6–§8).
 //!
 //! In the request: the early checks (storage, lock property, linked/full
 //! rules, shared storage for `target`, `newid` config on this node). In the

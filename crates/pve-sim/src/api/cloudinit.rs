@@ -1,6 +1,6 @@
 //! Proxmox's own cloud-init: `GET …/cloudinit` (current vs pending values),
 //! `PUT …/cloudinit` (regenerate), `GET …/cloudinit/dump?type=user|network|meta`
-//! (the generated NoCloud documents, SEMANTICS.md §13). The values used for
+//! (the generated NoCloud documents, docs/proxmox-semantics.md §13). The values used for
 //! the image are captured at VM start and on regeneration.
 
 use std::collections::BTreeMap;

@@ -19,7 +19,7 @@ pub(crate) fn version(ctx: &Ctx) -> ApiResult {
     })))
 }
 
-/// `GET /cluster/resources[?type=vm|storage|node|sdn]` (SEMANTICS.md §9):
+/// `GET /cluster/resources[?type=vm|storage|node|sdn]` (docs/proxmox-semantics.md §9):
 /// VM list, `lock` and `tags` are current; status, name, template flag and
 /// counters lag by `timings.resources_lag`; VMs of offline nodes are `unknown`.
 pub(crate) fn resources(ctx: &Ctx) -> ApiResult {
@@ -164,7 +164,7 @@ pub(crate) fn resources(ctx: &Ctx) -> ApiResult {
 }
 
 /// `GET /cluster/nextid[?vmid=N]`: lowest free VMID in the datacenter range,
-/// nothing reserved (SEMANTICS.md §7). Returned as a string, as Proxmox does.
+/// nothing reserved (docs/proxmox-semantics.md §7). Returned as a string, as Proxmox does.
 pub(crate) fn nextid(ctx: &Ctx) -> ApiResult {
     let st = ctx.cluster.lock();
     if let Some(vmid) = ctx.params.u32("vmid")? {

@@ -1,6 +1,6 @@
 //! VM config: `GET …/config` (with `digest`), `GET …/pending`, and the
 //! update path shared by `POST …/config` (asynchronous, `qmconfig` task) and
-//! `PUT …/config` (synchronous), SEMANTICS.md §6, §11, §14, §15.
+//! `PUT …/config` (synchronous), docs/proxmox-semantics.md §6, §11, §14, §15.
 //!
 //! Values go to the `[PENDING]` section first; on a stopped VM they are
 //! applied at once, on a running VM only fast/hot-pluggable options are

@@ -1,4 +1,4 @@
-//! `status/current` and the power operations (SEMANTICS.md §16): start,
+//! `status/current` and the power operations (docs/proxmox-semantics.md §16): start,
 //! stop, shutdown, reboot, reset, suspend, resume. Each runs as a task that
 //! takes the VM's flock (10 s), checks the VM, waits its duration and then
 //! changes the state. HA-managed VMs get `hastart`/`hastop` tasks that finish

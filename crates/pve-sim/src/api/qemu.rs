@@ -1,5 +1,5 @@
 //! `/nodes/{node}/qemu`: list, create, destroy, resize, feature, template
-//! (SEMANTICS.md §7, §10, §12).
+//! (docs/proxmox-semantics.md §7, §10, §12).
 
 use std::collections::BTreeMap;
 

@@ -1,4 +1,4 @@
-//! Task listing, status, log and stop (SEMANTICS.md §5).
+//! Task listing, status, log and stop (docs/proxmox-semantics.md §5).
 
 use serde_json::{Value, json};
 

@@ -1,4 +1,4 @@
-//! The Proxmox response envelope (SEMANTICS.md §3) and the simulated API's
+//! The Proxmox response envelope (docs/proxmox-semantics.md §3) and the simulated API's
 //! error type.
 //!
 //! * success: `200`, body `{"data": …}` (plus `total` for some lists);

@@ -1,4 +1,4 @@
-//! Request parameters as pve-http-server decodes them (SEMANTICS.md §1):
+//! Request parameters as pve-http-server decodes them (docs/proxmox-semantics.md §1):
 //! query string and `application/x-www-form-urlencoded` bodies are split on
 //! **both** `&` and `;`, the value is what lies between the first and the
 //! second raw `=`, `+` is a space, repeated keys become arrays; JSON bodies

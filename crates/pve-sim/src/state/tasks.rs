@@ -1,4 +1,4 @@
-//! Task records and UPIDs (SEMANTICS.md §5):
+//! Task records and UPIDs (docs/proxmox-semantics.md §5):
 //! `UPID:<node>:<pid 8 hex>:<pstart 8 hex>:<starttime 8 hex>:<type>:<id>:<user>:`.
 
 use std::collections::HashMap;

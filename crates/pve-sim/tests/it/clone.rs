@@ -1,4 +1,4 @@
-//! Clone rules (SEMANTICS.md §6–§8; field cases B01, B04, B05, B29): UPIDs,
+//! Clone rules (docs/proxmox-semantics.md §6–§8; docs/field-cases.md B01, B04, B05, B29): UPIDs,
 //! linked/full, shared storage for `target`, the clone lock and its
 //! timeouts, storage lock contention, taken VMIDs failing inside the task.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -378,7 +378,7 @@ async fn template_busy_with_a_config_update_makes_a_clone_time_out() {
 
 /// Two concurrent clones of one template on one node whose lock wait (10 s)
 /// is shorter than the time the other clone holds the storage lock: the
-/// second task ends with the storage lock-timeout exit status (field case B04(a)).
+/// second task ends with the storage lock-timeout exit status (docs/field-cases.md B04(a)).
 #[tokio::test]
 async fn two_clones_of_one_template_on_one_node_storage_lock_timeout_b04a() {
     // local-lvm admits one allocation at a time, and each holds it far longer

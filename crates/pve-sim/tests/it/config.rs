@@ -1,8 +1,8 @@
-//! VM config rules (SEMANTICS.md §6, §11, §14, §15; field cases B07, B29, B30):
-//! GET with digest and typed values, POST (task) vs PUT (sync), pending on a
-//! running VM, stable generated MACs, `delete`, digest conflicts, disks
-//! becoming `unusedN`, cloud-init drives, and config updates while cloning
-//! before and after qemu-server 9.1.19.
+//! VM config rules (docs/proxmox-semantics.md §6, §11, §14, §15;
+//! docs/field-cases.md B07, B29, B30): GET with digest and typed values, POST
+//! (task) vs PUT (sync), pending on a running VM, stable generated MACs,
+//! `delete`, digest conflicts, disks becoming `unusedN`, cloud-init drives, and
+//! config updates while cloning before and after qemu-server 9.1.19.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::common;
@@ -358,22 +358,8 @@ async fn tags_boot_order_and_background_delay() {
         c.vm(101).unwrap().config["tags"],
         "a+b;capi;debian;k8s_1.30"
     );
-    if sim.config().schema_path.is_some() {
-        for bad in ["-lead", ".lead", "semi!colon"] {
-            let r = a
-                .put("/nodes/pve-a1/qemu/101/config", &[("tags", bad)])
-                .await;
-            assert_eq!(r.status, 400, "{bad}: {r:?}");
-            assert!(
-                r.body["errors"]["tags"]
-                    .as_str()
-                    .unwrap()
-                    .starts_with("invalid format - invalid characters in tag")
-            );
-        }
-    } else {
-        eprintln!("SKIP tag validation: schema file {} absent", common::SCHEMA);
-    }
+    // Tags outside Proxmox's character set: `conformance.rs` (the schema's
+    // `pve-tag` format refuses them).
     let r = a
         .post(
             "/nodes/pve-a1/qemu/101/config",

@@ -1,5 +1,5 @@
-//! Fault injection and unreachable nodes (SEMANTICS.md §4, §9, §22.12;
-//! field cases B04(c), B25): injected errors, next-N budgets, seeded
+//! Fault injection and unreachable nodes (docs/proxmox-semantics.md §4, §9, §22.12;
+//! docs/field-cases.md B04(c), B25): injected errors, next-N budgets, seeded
 //! probabilities, dropped connections, task failures/warnings/lock timeouts,
 //! 595 for offline nodes, `unknown` status in the cluster view, quorum loss,
 //! and the lag of `/cluster/resources`.

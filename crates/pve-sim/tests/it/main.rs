@@ -16,5 +16,4 @@ mod disk;
 mod faults;
 mod misc;
 mod power;
-mod schema_conformance;
 mod storage;

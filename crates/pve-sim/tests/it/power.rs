@@ -1,5 +1,5 @@
-//! Power state, destroy and the guest agent (SEMANTICS.md §10, §16, §17;
-//! field cases B18, B21): start/stop tasks, `status/current`, refusing to
+//! Power state, destroy and the guest agent (docs/proxmox-semantics.md §10, §16, §17;
+//! docs/field-cases.md B18, B21): start/stop tasks, `status/current`, refusing to
 //! delete running/protected/HA/locked VMs, purge, linked clones blocking a
 //! template's destroy, the three agent errors and the agent's interfaces.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

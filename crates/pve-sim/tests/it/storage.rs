@@ -1,4 +1,4 @@
-//! Storage content and the cloud-init seed ISO path (SEMANTICS.md §13; field
+//! Storage content and the cloud-init seed ISO path (docs/proxmox-semantics.md §13; field
 //! case B20): multipart upload, listing, kept bytes readable with
 //! `iso::read_nocloud`, attach as cdrom, the guest taking its static
 //! addresses from `network-config`, local storage visible only on its node,

@@ -1,6 +1,7 @@
 //! Minimal CRDs for the CAPI kinds the stand-in serves: typed with kube's
 //! `CustomResource` derive, v1beta2 field names and shapes as in the real
-//! CRDs (`../shared/capi-crds/`), but only the fields the stand-in and the
+//! CRDs of a CAPI release (the conformance suite runs the stand-in against
+//! those), but only the fields the stand-in and the
 //! provider read or write. Unknown fields are pruned by these schemas, except
 //! in the parts kept verbatim ([`meta::Opaque`]).
 //!

@@ -10,7 +10,7 @@
 //!   are removed) and the label; once it reports
 //!   `status.initialization.provisioned` **and** a non-empty `spec.providerID`,
 //!   the providerID is copied to `spec.providerID` and `status.addresses` and
-//!   `status.failureDomain` to the Machine (contract fact 9).
+//!   `status.failureDomain` to the Machine (docs/capi-contract.md fact 9).
 //! - Node: `status.nodeRef` = the workload Node whose `spec.providerID`
 //!   equals the Machine's byte for byte.
 //! - Deletion, in CAPI's order: the InfraMachine is deleted and **waited

@@ -1,8 +1,9 @@
 //! The CAPI-core stand-in: minimal controllers that do, for our objects,
 //! what CAPI core, the kubeadm bootstrap and control-plane providers and the
-//! in-cluster IPAM provider do (`../shared/design/CAPI-CONTRACT.md` §1.3–1.5,
-//! §3) — nothing provider-specific, and against ANY API server reached through
-//! a `kube::Client` (kube-sim in the suite).
+//! in-cluster IPAM provider do (the CAPI infrastructure provider contract for
+//! InfraMachine, templates and what core CAPI does around them, and the CAPI
+//! IPAM contract) — nothing provider-specific, and against ANY API server
+//! reached through a `kube::Client` (kube-sim in the suite).
 //!
 //! | module | stands in for |
 //! |---|---|

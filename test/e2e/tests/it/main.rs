@@ -5,6 +5,7 @@
 //! tree again (about 100 MB and several seconds of linking each).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod citations;
 mod e2e_crash;
 mod e2e_credentials;
 mod e2e_modes;
@@ -16,3 +17,13 @@ mod standin_capi;
 mod standin_ipam;
 mod standin_meta;
 mod templates;
+
+/// The CAPI core and IPAM CRDs the stand-in tests install: the stand-in's
+/// own (`capmox_e2e::crds::all`). The conformance suite
+/// (`tests/conformance/main.rs`) runs the same stand-in tests with the real
+/// CRDs instead.
+fn capi_crds()
+-> Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>
+{
+    capmox_e2e::crds::all()
+}

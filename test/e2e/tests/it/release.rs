@@ -1,47 +1,103 @@
-//! `make release-manifests` assembles a clusterctl components file with
-//! exactly one Namespace, the four CRDs carrying the contract label, the RBAC,
-//! the manager Deployment and the webhook pieces (Service, cert-manager
-//! Issuer and Certificate, webhook configurations with the CA injection
-//! annotation, the certificate volume and port); `metadata.yaml` agrees with
-//! the CRD labels.
+//! `make release` writes a clusterctl local repository
+//! (`infrastructure-proxmox/<version>/`); the test reads it as `clusterctl
+//! init` and `clusterctl generate cluster` would: the components file with
+//! its variables rendered, exactly one Namespace holding every namespaced
+//! object, the four CRDs with the contract label `metadata.yaml` declares,
+//! the RBAC and one manager Deployment whose container `manager` runs the
+//! release's image, the provider label on every object, and every flavor of
+//! `templates/`. `metadata.yaml` agrees with the CRD labels; the webhook pieces (Service,
+//! cert-manager Issuer and Certificate, webhook configurations with the CA
+//! injection annotation, the certificate volume and port) fit together.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
-use std::process::Command;
 
-use capmox_e2e::clusterctl;
+use capmox_e2e::{clusterctl, setup};
 use serde_json::Value;
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn assemble() -> (String, PathBuf) {
-    let out = std::env::temp_dir().join(format!("capmox-release-{}", std::process::id()));
-    let status = Command::new("sh")
-        .arg(root().join("scripts/release-manifests.sh"))
-        .env("OUT_DIR", &out)
-        .env("VERSION", "v0.1.0")
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let text = std::fs::read_to_string(out.join("infrastructure-components.yaml")).unwrap();
-    (text, out)
+/// Every `*.yaml` file under `config/`, any depth: what the release must carry.
+fn config_files(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            config_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml") {
+            out.push(p);
+        }
+    }
 }
 
 #[test]
-fn components_file_is_what_clusterctl_expects() {
-    let (text, out) = assemble();
-    // clusterctl renders the components with the same variable rules; the
-    // default-credentials variables are optional.
-    let rendered = clusterctl::render(&text, &BTreeMap::new()).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&rendered).unwrap();
+fn release_folder_is_a_clusterctl_repository() {
+    let out = std::env::temp_dir().join(format!("capmox-release-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let repo = setup::build_release(&out).unwrap();
+    let version = format!("v{}", env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        repo,
+        out.join("infrastructure-proxmox").join(&version),
+        "clusterctl's layout: <type>-<name>/<version>/"
+    );
+
+    // The files clusterctl fetches, and every flavor of templates/.
+    let mut want: BTreeSet<String> = ["infrastructure-components.yaml", "metadata.yaml"]
+        .map(String::from)
+        .into();
+    for e in std::fs::read_dir(root().join("templates")).unwrap() {
+        let name = e.unwrap().file_name().into_string().unwrap();
+        if name.starts_with("cluster-template") && name.ends_with(".yaml") {
+            want.insert(name);
+        }
+    }
+    assert!(want.contains("cluster-template.yaml"));
+    let got: BTreeSet<String> = std::fs::read_dir(&repo)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(got, want);
+    for name in want.iter().filter(|n| n.starts_with("cluster-template")) {
+        assert_eq!(
+            std::fs::read(repo.join(name)).unwrap(),
+            std::fs::read(root().join("templates").join(name)).unwrap(),
+            "{name}"
+        );
+    }
+
+    // The components' variables: each optional (a default), as clusterctl
+    // lists them for `clusterctl init`.
+    let text = std::fs::read_to_string(repo.join("infrastructure-components.yaml")).unwrap();
+    let vars = clusterctl::variables(&text).unwrap();
+    assert!(!vars.is_empty());
+    for v in &vars {
+        assert!(v.default.is_some(), "{} has no default", v.name);
+    }
+    let docs = setup::release_components(&repo, &BTreeMap::new()).unwrap();
     let of = |kind: &str| {
         docs.iter()
             .filter(|d| d["kind"] == kind)
             .collect::<Vec<_>>()
     };
+
+    // Every object of config/ is released: as many documents as the files hold.
+    let mut files = Vec::new();
+    config_files(&root().join("config"), &mut files);
+    let in_config: usize = files
+        .iter()
+        .map(|f| {
+            serde_saphyr::from_multiple::<Value>(&std::fs::read_to_string(f).unwrap())
+                .unwrap()
+                .into_iter()
+                .filter(|d| d.get("kind").is_some())
+                .count()
+        })
+        .sum();
+    assert_eq!(docs.len(), in_config, "objects of config/ vs the release");
+    assert_eq!(docs[0]["kind"], "Namespace", "the namespace comes first");
 
     let ns = of("Namespace");
     assert_eq!(ns.len(), 1, "exactly one Namespace");
@@ -63,13 +119,32 @@ fn components_file_is_what_clusterctl_expects() {
             "proxmoxmachinetemplates.infrastructure.cluster.x-k8s.io",
         ]
     );
+    // The contract of metadata.yaml's release series for this version is
+    // the label every CRD carries (clusterctl checks it on init).
+    let meta: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(repo.join("metadata.yaml")).unwrap())
+            .unwrap();
+    let mut parts = env!("CARGO_PKG_VERSION").split('.');
+    let (major, minor): (u64, u64) = (
+        parts.next().unwrap().parse().unwrap(),
+        parts.next().unwrap().parse().unwrap(),
+    );
+    let series = meta["releaseSeries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["major"] == major && s["minor"] == minor)
+        .unwrap_or_else(|| panic!("metadata.yaml has no release series for {version}"));
+    let contract = series["contract"].as_str().unwrap();
     for c in &crds {
-        assert_eq!(
-            c["metadata"]["labels"]["cluster.x-k8s.io/v1beta2"],
-            "v1alpha2_v1alpha3"
+        let label = format!("cluster.x-k8s.io/{contract}");
+        assert!(
+            c["metadata"]["labels"][label.as_str()].is_string(),
+            "{} lacks {label}",
+            c["metadata"]["name"]
         );
     }
-
+    // The manager: one Deployment, container `manager`, the release's image.
     let deploy = of("Deployment");
     assert_eq!(deploy.len(), 1);
     let containers = deploy[0]["spec"]["template"]["spec"]["containers"]
@@ -78,13 +153,16 @@ fn components_file_is_what_clusterctl_expects() {
     assert_eq!(containers.len(), 1);
     assert_eq!(containers[0]["name"], "manager");
     assert_eq!(
+        containers[0]["image"],
+        format!("ghcr.io/capmox-rs/capmox-controller:{version}")
+    );
+    assert_eq!(
         containers[0]["securityContext"]["readOnlyRootFilesystem"],
         true
     );
-    assert_eq!(
-        deploy[0]["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"],
-        true
-    );
+    let pod_security = &deploy[0]["spec"]["template"]["spec"]["securityContext"];
+    assert_eq!(pod_security["runAsNonRoot"], true);
+    assert_eq!(pod_security["runAsUser"], 65532, "the image's user");
     assert!(
         containers[0]["livenessProbe"].is_object() && containers[0]["readinessProbe"].is_object()
     );
@@ -125,17 +203,6 @@ fn components_file_is_what_clusterctl_expects() {
     }
 
     webhook_pieces_fit_together(&of);
-
-    // The local clusterctl repository layout.
-    let repo = out.join("infrastructure-proxmox/v0.1.0");
-    for f in [
-        "infrastructure-components.yaml",
-        "metadata.yaml",
-        "cluster-template.yaml",
-        "cluster-template-multi-instance.yaml",
-    ] {
-        assert!(repo.join(f).is_file(), "{f} missing in {}", repo.display());
-    }
     std::fs::remove_dir_all(&out).unwrap();
 }
 

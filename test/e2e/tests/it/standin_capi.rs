@@ -17,7 +17,7 @@ use capmox_e2e::crds::{
 use capmox_e2e::scenario::{self, Progress, wait_until};
 use capmox_e2e::standin::workload::WorkloadNodes;
 use capmox_e2e::standin::{StandIn, StandInOptions};
-use capmox_e2e::{clusterctl, crds, setup};
+use capmox_e2e::{clusterctl, setup};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, NodeSpec, Secret};
 use kube::ResourceExt;
@@ -227,22 +227,12 @@ async fn wait_running(
     .unwrap();
 }
 
+/// The flow against the CAPI CRDs of `crate::capi_crds` (the stand-in's own
+/// in `make test`, the real ones in the conformance suite): every object
+/// the stand-in writes passes their schemas.
 #[tokio::test]
 async fn template_to_running_machines_scaling_and_deletion_order() {
-    flow(crds::all()).await;
-}
-
-/// The same flow with the real CAPI CRDs (`../shared/capi-crds/`): every
-/// object the stand-in writes passes the real schemas.
-#[tokio::test]
-async fn same_flow_against_the_real_capi_crds() {
-    let Some(dir) = setup::real_capi_crds_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared/capi-crds is absent (reference data, not part of the repository)"
-        );
-        return;
-    };
-    flow(setup::crds_from_dir(&dir).unwrap()).await;
+    flow(crate::capi_crds()).await;
 }
 
 async fn flow(

@@ -12,9 +12,9 @@ use capmox_e2e::crds::ipam::{
     InClusterIpPoolSpec, IpAddressClaimSpec, PoolCounts, PoolRef,
 };
 use capmox_e2e::scenario::{Progress, wait_until};
+use capmox_e2e::setup;
 use capmox_e2e::standin::workload::WorkloadNodes;
 use capmox_e2e::standin::{StandIn, StandInOptions};
-use capmox_e2e::{crds, setup};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -29,8 +29,10 @@ struct World {
     client: kube::Client,
 }
 
+/// kube-sim with the CAPI and IPAM CRDs of `crate::capi_crds` (the
+/// stand-in's own in `make test`, the real ones in the conformance suite).
 async fn world() -> World {
-    world_with(crds::all()).await
+    world_with(crate::capi_crds()).await
 }
 
 async fn world_with(
@@ -150,19 +152,6 @@ async fn pool(client: &kube::Client, name: &str, addresses: &[&str]) {
 #[tokio::test]
 async fn lowest_free_exhaustion_requeue_and_release() {
     lowest_free_flow(world().await).await;
-}
-
-/// The same flow with the real CAPI and in-cluster IPAM CRDs
-/// (`../shared/capi-crds/`): everything the stand-in writes passes them.
-#[tokio::test]
-async fn same_flow_against_the_real_ipam_crds() {
-    let Some(dir) = setup::real_capi_crds_dir() else {
-        eprintln!(
-            "SKIPPED: ../shared/capi-crds is absent (reference data, not part of the repository)"
-        );
-        return;
-    };
-    lowest_free_flow(world_with(setup::crds_from_dir(&dir).unwrap()).await).await;
 }
 
 async fn lowest_free_flow(w: World) {

@@ -90,6 +90,15 @@ fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Valu
     let cel = kube_cel::Validator::new();
     for doc in &docs {
         let kind = doc["kind"].as_str().unwrap();
+        if kind == "Secret" {
+            // clusterctl move takes a Secret along only when it is labelled
+            // (docs/capi-contract.md fact 19).
+            assert_eq!(
+                doc["metadata"]["labels"]["clusterctl.cluster.x-k8s.io/move"], "",
+                "{template}: Secret {} would stay behind on clusterctl move",
+                doc["metadata"]["name"]
+            );
+        }
         let api = doc["apiVersion"].as_str().unwrap();
         if !api.starts_with("infrastructure.cluster.x-k8s.io/") {
             continue;

@@ -23,7 +23,7 @@
 //! provider's message saying "exhausted"); otherwise the machine waits,
 //! naming the pool and how long the claim has waited.
 //!
-//! Claims are released only after the VM is gone (field case B18).
+//! Claims are released only after the VM is gone (docs/field-cases.md B18).
 
 pub mod objects;
 pub mod plan;

@@ -19,7 +19,7 @@ pub type L2Address = (IpAddr, String, Option<u16>);
 
 /// Addresses of `ours` that another machine (`(name, its addresses)`)
 /// already holds in the same layer-2 domain (bridge and VLAN), with that
-/// machine's name — field case B16: overlapping pools of different IPAM
+/// machine's name — docs/field-cases.md B16: overlapping pools of different IPAM
 /// providers can hand out one address twice. The same address on another
 /// VLAN or bridge is fine.
 pub fn duplicates(

@@ -48,7 +48,7 @@ pub fn waited(d: Duration) -> String {
 /// time (pure: `now` injected). A claim without an address is exhausted
 /// only when it says so; otherwise its message tells how long it has
 /// waited since its creation, and once that is longer than `patience` (how
-/// long an IPAM provider usually takes) it says so too — field case B15
+/// long an IPAM provider usually takes) it says so too — docs/field-cases.md B15
 /// ("no address for long") is reported, not reinterpreted as a full pool.
 pub fn claim_state(
     net: &str,

@@ -1,6 +1,6 @@
 //! Deletion: the VM, then every bootstrap ISO volume, then the IP claims,
 //! then the finalizer. Nothing is forgotten: a failed step is retried until
-//! it succeeds or what it removes is proven gone (field cases B18, B20).
+//! it succeeds or what it removes is proven gone (docs/field-cases.md B18, B20).
 
 use crate::reasons::Reason;
 
@@ -54,7 +54,7 @@ pub(super) fn decide(f: &Facts) -> Step {
             }
         }
     }
-    // Claims are released only after the VM is gone (field case B18).
+    // Claims are released only after the VM is gone (docs/field-cases.md B18).
     match f.claim_objects {
         None => Step::Observe(Observe::ClaimObjects),
         Some(c) if c.total == 0 => Step::RemoveFinalizer,
@@ -103,7 +103,7 @@ fn vm(f: &Facts) -> Option<Step> {
         ));
     }
     // A listing that says "stopped" may lag: the destroy then answers that
-    // the VM runs (field case B21), which the destroy step reports as the
+    // the VM runs (docs/field-cases.md B21), which the destroy step reports as the
     // VM's live power state.
     if view.power == Power::Unknown {
         return Some(Step::Observe(Observe::Power));

@@ -3,17 +3,17 @@
 //! Candidates: the instance's allowed nodes ∩ the machine's `allowedNodes`
 //! (an empty list allows every node), online only, and — when the template's
 //! disks or the requested target storage are node-local — only the nodes the
-//! clone can reach (field case B05). An explicit `spec.target` must be among
+//! clone can reach (docs/field-cases.md B05). An explicit `spec.target` must be among
 //! them.
 //!
-//! Memory (field case B26): a node's capacity is its memory ×
+//! Memory (docs/field-cases.md B26): a node's capacity is its memory ×
 //! `schedulerHints.memoryAdjustment` % (100 = exact, above 100 = overcommit,
 //! 0 = ignore memory). **Templates never count**; every other VM counts with
 //! its **configured** memory (`maxmem`), running or stopped — a stopped VM
 //! may start again, so this is the safe choice. VMs this process is creating
 //! count at once, before Proxmox lists them with their memory (a fresh clone
 //! shows up in `/cluster/resources` without `maxmem` for up to ~10 s,
-//! SEMANTICS.md §9).
+//! docs/proxmox-semantics.md §9).
 //!
 //! Order: fewest machines of this cluster on the node (spread), then most
 //! free memory, then node name.

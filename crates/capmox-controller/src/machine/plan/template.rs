@@ -12,7 +12,7 @@
 //!
 //! Several equally good matches are ambiguous — unless they are **replicas**:
 //! the same tag set, one per node (the usual way to have a template next to
-//! node-local storage, field case B05). Replicas count as one template; the
+//! node-local storage, docs/field-cases.md B05). Replicas count as one template; the
 //! scheduler then clones each VM from the replica on its own node.
 //!
 //! Zero or ambiguous matches are an error listing the candidates, never a
@@ -131,7 +131,7 @@ pub enum TemplateError {
         /// Where it is.
         actual: String,
     },
-    /// The VM is not a template (cloning it would copy a live VM; field case B29).
+    /// The VM is not a template (cloning it would copy a live VM; docs/field-cases.md B29).
     #[error("VM {vmid} on {node} is not a template")]
     NotATemplate {
         /// The VMID.

@@ -1,7 +1,7 @@
 //! VMID reservation: never "read `/cluster/nextid`, then clone"
-//! (ARCHITECTURE.md principle 3, field cases B01, B03).
+//! (docs/field-cases.md B01, B03).
 //!
-//! `GET /cluster/nextid` reserves nothing (SEMANTICS.md §7), so two machines
+//! `GET /cluster/nextid` reserves nothing (docs/proxmox-semantics.md §7), so two machines
 //! reconciled at once would get the same answer. This table hands out VMIDs
 //! inside a range, skipping the ids that are live in the Proxmox cluster and
 //! the ids reserved in flight by this process, and remembers who holds each.

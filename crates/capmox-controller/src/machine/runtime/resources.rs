@@ -6,7 +6,7 @@
 //! (e.g. "is the VMID gone after the destroy task ended?") passes
 //! `not_before`; concurrent callers share one fetch (single flight).
 //!
-//! Caveat (SEMANTICS.md §9): VMIDs, nodes, `lock` and `tags` in the listing
+//! Caveat (docs/proxmox-semantics.md §9): VMIDs, nodes, `lock` and `tags` in the listing
 //! are current; status, `name`, `template` and memory lag up to ~10 s. The
 //! views below use it accordingly.
 

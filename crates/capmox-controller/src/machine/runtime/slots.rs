@@ -33,7 +33,7 @@ impl TemplateKey {
 /// Clone slots per (identity, template VMID), with an adaptive window.
 ///
 /// Proxmox runs clones of a stopped template in parallel (they share its
-/// flock, SEMANTICS.md §6); what limits them is the storage: a storage
+/// flock, docs/proxmox-semantics.md §6); what limits them is the storage: a storage
 /// whose allocations queue behind a cluster-wide lock fails clones with
 /// `got lock timeout` once too many wait. So the window starts at the
 /// ceiling (`--clone-concurrency`), is halved (to at least 1) when a clone

@@ -1,7 +1,7 @@
 //! Machine addresses: what the guest agent reports (or, with
 //! `checks.skipQemuGuestAgent`, the claimed static addresses), matched to the
 //! VM's `netN` devices by MAC address, without loopback, link-local
-//! (`169.254/16`, `fe80::/10`) or unspecified addresses (field case B14).
+//! (`169.254/16`, `fe80::/10`) or unspecified addresses (docs/field-cases.md B14).
 //! Addresses are normalised (`IpAddr` text: IPv6 compressed, lower-case) so
 //! comparisons never see spurious differences.
 

@@ -1,11 +1,12 @@
-//! Disk growth: never destroy data to converge (ARCHITECTURE.md principle 4).
+//! Disk growth: never destroy data to converge (a disk only grows; a smaller
+//! request is refused, docs/field-cases.md B08).
 //!
 //! The boot volume (`disks.bootVolume`) and existing additional volumes are
 //! grown to their requested size with an **absolute** size
 //! (`PUT …/resize size=40G`, never `+8G`: a relative resize repeated after a
-//! timeout would grow twice; field case B08). A smaller request is an error,
+//! timeout would grow twice; docs/field-cases.md B08). A smaller request is an error,
 //! an equal one does nothing. EFI disks, TPM state and cloud-init drives are
-//! never resized (field case B10): they are separate config keys
+//! never resized (docs/field-cases.md B10): they are separate config keys
 //! (`efidisk0`, `tpmstate0`) or CD-ROMs, and a spec naming a CD-ROM slot is
 //! refused. Additional volumes that do not exist yet are created by the
 //! config write ([`super::vmconfig`]), not here.

@@ -1,11 +1,11 @@
 //! The ownership marker that ties a Proxmox VM to its ProxmoxMachine.
 //!
-//! VM names are not unique in Proxmox (field case B29), so a VM is ours only
+//! VM names are not unique in Proxmox (docs/field-cases.md B29), so a VM is ours only
 //! when it sits at the machine's VMID **and** carries the machine's UID:
 //!
 //! - a tag `capmox-<uid>` (Proxmox tag syntax `[a-z0-9_][a-z0-9_+.-]*`,
-//!   SEMANTICS.md §15; a Kubernetes UID is lower-case hex and `-`, so it fits
-//!   unchanged). Tags are current in `/cluster/resources` (SEMANTICS.md §9), so
+//!   docs/proxmox-semantics.md §15; a Kubernetes UID is lower-case hex and `-`, so it fits
+//!   unchanged). Tags are current in `/cluster/resources` (docs/proxmox-semantics.md §9), so
 //!   ownership can be checked without reading the config.
 //! - a description line `capmox: <namespace>/<name> uid=<uid>`. The clone
 //!   request sets the description, so a VM is marked from the moment it

@@ -29,13 +29,13 @@ impl DiskFormat {
     }
 }
 
-/// Parameters of a clone (SEMANTICS.md §8).
+/// Parameters of a clone (docs/proxmox-semantics.md §8).
 ///
 /// `full` defaults server-side to a linked clone for templates and a full
 /// copy otherwise. `storage` and `format` are only allowed for full clones
 /// (the client refuses them otherwise, as the server would). `target` needs
 /// every source disk on shared storage. `newid` is chosen by the caller:
-/// reserve it first, never trust `nextid` alone (SEMANTICS.md §7).
+/// reserve it first, never trust `nextid` alone (docs/proxmox-semantics.md §7).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CloneRequest {
     /// VMID of the new VM.
@@ -163,7 +163,7 @@ impl PveClient {
     /// `POST /nodes/{node}/qemu/{vmid}/clone`: clones VM/template `vmid` on
     /// `node` to `request.newid`. Returns the `qmclone` task (its UPID's id is
     /// the **source** VMID). The new VM carries `lock: clone` until the task
-    /// ends; wait for `OK` before touching it (SEMANTICS.md §6). A taken
+    /// ends; wait for `OK` before touching it (docs/proxmox-semantics.md §6). A taken
     /// `newid` fails inside the task (`TaskFailed`, kind `Conflict`), not here.
     ///
     /// # Errors

@@ -1,7 +1,7 @@
 //! VM configuration: `GET`, `POST` (async), `PUT` (sync) on
 //! `/nodes/{node}/qemu/{vmid}/config`, and `GET …/pending`.
 //!
-//! Write rules (SEMANTICS.md §11, field case B30): carry the `digest` of the
+//! Write rules (docs/proxmox-semantics.md §11, docs/field-cases.md B30): carry the `digest` of the
 //! config you read so a concurrent change fails with a `Conflict` ("checksum
 //! mismatch") instead of a lost update; never set and delete the same key in
 //! one request (the client refuses it); prefer the asynchronous `POST` for
@@ -510,7 +510,7 @@ impl PveClient {
     ///
     /// # Errors
     /// [`PveError::NotFound`] when the VM is not on that node (right after a
-    /// clone task the config may briefly be missing: field case B29);
+    /// clone task the config may briefly be missing: docs/field-cases.md B29);
     /// `Decode` when a value the client types does not parse; transport errors.
     pub async fn vm_config(&self, node: &NodeName, vmid: VmId) -> Result<VmConfig, PveError> {
         self.get_config(node, vmid, false).await

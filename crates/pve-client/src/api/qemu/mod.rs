@@ -4,7 +4,7 @@
 //! Always address a VM on its **current** node: a wrong node yields
 //! `NotFound` ("Configuration file … does not exist"), not a redirect; VMs move
 //! (migration, HA, clone `target`), so re-resolve the node from
-//! `/cluster/resources` after a `NotFound` (SEMANTICS.md §4).
+//! `/cluster/resources` after a `NotFound` (docs/proxmox-semantics.md §4).
 
 pub mod clone;
 pub mod config;
@@ -126,7 +126,7 @@ impl VmStatus {
         self.status == VmRunState::Running
     }
 
-    /// Whether HA manages the VM (start/stop become HA requests, SEMANTICS.md §16).
+    /// Whether HA manages the VM (start/stop become HA requests, docs/proxmox-semantics.md §16).
     pub fn ha_managed(&self) -> bool {
         match self.ha.get("managed") {
             Some(serde_json::Value::Number(n)) => n.as_u64().unwrap_or(0) != 0,
@@ -177,7 +177,7 @@ impl PveClient {
 
     /// `PUT /nodes/{node}/qemu/{vmid}/resize` with an **absolute** size
     /// (`disk=scsi0&size=40G`), never a relative `+N`, so a repeat after a
-    /// timeout cannot grow the disk twice (field case B08). Only growing works;
+    /// timeout cannot grow the disk twice (docs/field-cases.md B08). Only growing works;
     /// an equal size is a no-op. Returns the `resize` task (PVE ≥ 8.0), or
     /// `None` when the server answered `null` (PVE 7).
     ///

@@ -2,7 +2,7 @@
 //!
 //! All four return a task. For HA-managed VMs the task is an HA request
 //! (`hastart`, `hastop`) that ends almost at once; poll
-//! [`crate::PveClient::vm_status`] for the real state (SEMANTICS.md §16).
+//! [`crate::PveClient::vm_status`] for the real state (docs/proxmox-semantics.md §16).
 
 use super::vm_path;
 use crate::PveClient;

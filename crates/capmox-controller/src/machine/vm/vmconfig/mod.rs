@@ -17,7 +17,7 @@
 //!   default device). NICs the spec does not name are left alone.
 //! - `tags`: the VM's tags without other machines' ownership tags, plus the
 //!   spec's tags and this machine's marker tag (compared as sets,
-//!   case-insensitively, SEMANTICS.md §15).
+//!   case-insensitively, docs/proxmox-semantics.md §15).
 //! - `description` carries the marker line; `name` is the machine name.
 //! - `onboot`, `startup`, `boot` order when the spec sets them; `agent: 1`
 //!   unless `checks.skipQemuGuestAgent`.

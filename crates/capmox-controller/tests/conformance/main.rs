@@ -1,8 +1,8 @@
 //! The conformance suite of the served `v1alpha2` API: it is checked
 //! against the Go provider's (CAPMOX's) own CRDs and cluster templates,
 //! reference data kept beside the repository, not in it
-//! (`../shared/capmox/`). `make test` leaves these tests out (filter
-//! `test(/^conformance::/)`), `make conformance` runs only them, and each
+//! (`../shared/capmox/`). A test binary of its own (`test = false`):
+//! `make test` never builds it, `make conformance` runs it, and each test
 //! fails naming the missing path when the data is absent.
 //!
 //! - Our `v1alpha2` schema of each kind equals CAPMOX's field by field:
