@@ -16,20 +16,10 @@ use std::fmt;
 
 use crate::cloudinit::FormatError;
 use crate::machine::plan::placement::PlacementError;
+pub use crate::machine::plan::placement::Selected;
 use crate::machine::plan::scheduler::ScheduleError;
 use crate::machine::plan::template::TemplateError;
 use crate::machine::plan::vmid::VmidError;
-
-/// Why the instance was chosen (`InstanceSelected=True`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Selected {
-    /// `spec.instance` was set by the user.
-    Pinned,
-    /// The owner Machine's `spec.failureDomain`.
-    FailureDomain,
-    /// The mode's policy (least loaded eligible instance).
-    Policy,
-}
 
 /// A condition or event reason, with what its message says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,6 +220,13 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// Whether `code`, a reason code read back from an object's condition,
+    /// names a failure: every failure variant's code ends in `Failed`
+    /// (`CloneFailed`, `PowerOnFailed`, …), by the naming rule of this enum.
+    pub fn is_failure_code(code: &str) -> bool {
+        code.ends_with("Failed")
+    }
+
     /// The CamelCase word Kubernetes shows (condition `reason`, event
     /// `reason`). Stable: dashboards and alerts match on it.
     pub fn code(&self) -> &'static str {

@@ -47,13 +47,6 @@ pub enum FormatError {
     Unknown(String),
 }
 
-impl FormatError {
-    /// Stable CamelCase reason for conditions and events.
-    pub fn reason(&self) -> &'static str {
-        "UnsupportedBootstrapFormat"
-    }
-}
-
 impl BootstrapFormat {
     /// The format named by the Secret's `format` key (`None`: key absent).
     /// Surrounding whitespace is ignored; names are case-sensitive as in
@@ -98,7 +91,6 @@ mod tests {
             e.to_string(),
             "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config"
         );
-        assert_eq!(e.reason(), "UnsupportedBootstrapFormat");
         assert_eq!(
             BootstrapFormat::parse(Some("Ignition"))
                 .unwrap_err()

@@ -368,7 +368,7 @@ pub fn machine_phase(m: &ProxmoxMachine) -> &'static str {
     }
     let failed = st
         .and_then(|s| crate::conditions::get(&s.conditions, crate::conditions::READY))
-        .is_some_and(|c| c.status == "False" && c.reason.ends_with("Failed"));
+        .is_some_and(|c| c.status == "False" && crate::reasons::Reason::is_failure_code(&c.reason));
     if failed { "Failed" } else { "Provisioning" }
 }
 

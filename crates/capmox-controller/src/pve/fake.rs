@@ -112,6 +112,24 @@ impl FakeProxmox {
         );
     }
 
+    /// Puts volume `volid` (`storage:iso/file`) on `storage`.
+    pub fn add_volume(&self, storage: &str, volid: &str) {
+        self.lock()
+            .volumes
+            .entry(storage.to_string())
+            .or_default()
+            .push(volid.to_string());
+    }
+
+    /// The volume IDs on `storage`.
+    pub fn volumes(&self, storage: &str) -> Vec<String> {
+        self.lock()
+            .volumes
+            .get(storage)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// Queues an error for the next call of `method`.
     pub fn fail_next(&self, method: &'static str, e: PveError) {
         self.lock().errors.entry(method).or_default().push_back(e);

@@ -99,6 +99,16 @@ fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Valu
                 doc["metadata"]["name"]
             );
         }
+        if kind == "ProxmoxMachineTemplate" {
+            // `kubectl get proxmoxmachinetemplates` shows the cluster from
+            // this label (the CLUSTER column).
+            assert_eq!(
+                doc["metadata"]["labels"]["cluster.x-k8s.io/cluster-name"],
+                vars["CLUSTER_NAME"].as_str(),
+                "{template}: ProxmoxMachineTemplate {} has no cluster-name label",
+                doc["metadata"]["name"]
+            );
+        }
         let api = doc["apiVersion"].as_str().unwrap();
         if !api.starts_with("infrastructure.cluster.x-k8s.io/") {
             continue;

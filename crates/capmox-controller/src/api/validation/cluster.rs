@@ -213,13 +213,9 @@ pub(super) fn check_node_names(path: &str, nodes: &[String], errs: &mut Vec<Fiel
     }
 }
 
-/// Proxmox node names (`pve-node` format): letters, digits and inner hyphens.
+/// A Proxmox node name (`pve-node`), as pve-client parses it.
 pub(super) fn is_node_name(n: &str) -> bool {
-    !n.is_empty()
-        && n.len() <= 63
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-        && !n.starts_with('-')
-        && !n.ends_with('-')
+    pve_client::NodeName::new(n).is_ok()
 }
 
 /// Linux bridge / SDN vnet names as Proxmox accepts them (`pve-bridge-id`):

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use super::FieldError;
 use super::cluster::{check_node_names, is_node_name};
 use super::nic::check_devices;
+use super::slots::{indexed, is_disk_slot, is_net_name};
 use super::template::{check_selector, check_tags, check_vmid, check_vmid_range, range_text};
 use crate::api::cluster::{ClusterMode, InstanceSpec, ProxmoxClusterSpec};
 use crate::api::common::VmIdRange;
@@ -296,28 +297,6 @@ fn check_disk_slot(path: &str, slot: &str, errs: &mut Vec<FieldError>) {
             format!("{slot:?} is not a disk slot (scsi0..scsi30, virtio0..virtio15, sata0..sata5, ide0..ide3)"),
         ));
     }
-}
-
-fn indexed(name: &str, prefix: &str, max: u32) -> bool {
-    name.strip_prefix(prefix).is_some_and(|n| {
-        !n.is_empty()
-            && n.chars().all(|c| c.is_ascii_digit())
-            && (n == "0" || !n.starts_with('0'))
-            && n.parse::<u32>().is_ok_and(|v| v <= max)
-    })
-}
-
-/// `scsi0..scsi30`, `virtio0..virtio15`, `sata0..sata5`, `ide0..ide3` (qemu-server limits).
-pub(crate) fn is_disk_slot(s: &str) -> bool {
-    indexed(s, "scsi", 30)
-        || indexed(s, "virtio", 15)
-        || indexed(s, "sata", 5)
-        || indexed(s, "ide", 3)
-}
-
-/// `net0..net31`.
-pub(crate) fn is_net_name(s: &str) -> bool {
-    indexed(s, "net", 31)
 }
 
 fn is_startup(s: &str) -> bool {

@@ -23,6 +23,7 @@ mod instances;
 mod machine;
 mod network;
 mod nic;
+mod slots;
 mod template;
 
 use std::fmt;

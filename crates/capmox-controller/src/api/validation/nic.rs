@@ -14,8 +14,8 @@ use pve_client::options::MacAddr;
 
 use super::FieldError;
 use super::cluster::is_bridge_name;
-use super::machine::is_net_name;
 use super::network::check_name_servers;
+use super::slots::is_net_name;
 use crate::api::machine::{NetworkDevice, NicModel};
 
 /// An example of what to write for a MAC address.

@@ -35,7 +35,7 @@ pub(super) fn check_template_source(path: &str, t: &TemplateSource, errs: &mut V
         (None, Some(sel)) => check_selector(&format!("{path}.templateSelector"), sel, errs),
     }
     if let Some(n) = &t.source_node
-        && !super::cluster::is_node_name(n)
+        && pve_client::NodeName::new(n.as_str()).is_err()
     {
         errs.push(FieldError::new(
             format!("{path}.sourceNode"),

@@ -8,7 +8,8 @@ use super::facts::{
     AgentFact, BootstrapData, BootstrapFact, ClaimsFact, ClientFact, ClusterFact, Facts, Owner,
     Power, VmFact, VmView,
 };
-use super::step::{Observe, Step, StepKind, Until, wait};
+use super::operation::StepKind;
+use super::step::{Observe, Step, Until, wait};
 use super::{checked_vmid, provisioned, task};
 
 pub(super) fn decide(f: &Facts) -> Step {

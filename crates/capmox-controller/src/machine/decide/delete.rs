@@ -5,7 +5,8 @@
 use crate::reasons::Reason;
 
 use super::facts::{ClientFact, Facts, Power, VmFact};
-use super::step::{Observe, Step, StepKind, Until, wait};
+use super::operation::StepKind;
+use super::step::{Observe, Step, Until, wait};
 use super::task;
 
 pub(super) fn decide(f: &Facts) -> Step {

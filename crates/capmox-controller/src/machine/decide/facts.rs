@@ -28,7 +28,7 @@ use crate::machine::vm::vmconfig::Desired;
 use crate::pve::{NodeName, VmConfig, VmId};
 use crate::reasons::Reason;
 
-use super::step::StepKind;
+use super::operation::StepKind;
 
 /// The owner Machine as the reconcile saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -47,6 +47,9 @@ mod provisioned;
 mod task;
 
 #[cfg(test)]
+#[path = "tests/fixtures.rs"]
+pub(crate) mod fixtures;
+#[cfg(test)]
 #[path = "tests/proptests.rs"]
 mod proptests;
 #[cfg(test)]
@@ -57,7 +60,7 @@ use std::time::Duration;
 
 pub use facts::*;
 pub use observed::*;
-pub use operation::Operation;
+pub use operation::{Operation, StepKind};
 pub use step::*;
 
 use crate::reasons::Reason;

@@ -67,3 +67,95 @@ impl Operation {
         }
     }
 }
+
+/// The kind of an action step: the key of its retry state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StepKind {
+    /// Add the finalizer.
+    AddFinalizer,
+    /// Remove the finalizer.
+    RemoveFinalizer,
+    /// Choose the instance.
+    ChooseInstance,
+    /// Create the claims.
+    EnsureClaims,
+    /// Delete the claims.
+    ReleaseClaims,
+    /// Choose node and template.
+    Plan,
+    /// Reserve the VMID.
+    ReserveVmid,
+    /// Give up the VMID.
+    ReplaceVmid,
+    /// Clone.
+    Clone,
+    /// Remove a partial VM.
+    RemovePartial,
+    /// Upload the bootstrap ISO.
+    UploadMedia,
+    /// Write the config.
+    Configure,
+    /// Grow a disk.
+    Resize,
+    /// Start the VM.
+    Start,
+    /// providerID and status.
+    Provision,
+    /// Eject the ISO.
+    Eject,
+    /// Delete an ISO volume.
+    DeleteMedia,
+    /// Shut the VM down.
+    Shutdown,
+    /// Stop the VM.
+    Stop,
+    /// Destroy the VM.
+    Destroy,
+    /// Forget the ended task.
+    ClearTask,
+}
+
+impl StepKind {
+    /// Short name for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepKind::AddFinalizer => "add_finalizer",
+            StepKind::RemoveFinalizer => "remove_finalizer",
+            StepKind::ChooseInstance => "choose_instance",
+            StepKind::EnsureClaims => "ensure_claims",
+            StepKind::ReleaseClaims => "release_claims",
+            StepKind::Plan => "plan",
+            StepKind::ReserveVmid => "reserve_vmid",
+            StepKind::ReplaceVmid => "replace_vmid",
+            StepKind::Clone => "clone",
+            StepKind::RemovePartial => "remove_partial",
+            StepKind::UploadMedia => "upload_media",
+            StepKind::Configure => "configure",
+            StepKind::Resize => "resize",
+            StepKind::Start => "start",
+            StepKind::Provision => "provision",
+            StepKind::Eject => "eject",
+            StepKind::DeleteMedia => "delete_media",
+            StepKind::Shutdown => "shutdown",
+            StepKind::Stop => "stop",
+            StepKind::Destroy => "destroy",
+            StepKind::ClearTask => "clear_task",
+        }
+    }
+
+    /// The step a task of `op` belongs to (its failure is that step's).
+    pub fn of_operation(op: Operation) -> StepKind {
+        match op {
+            Operation::Clone => StepKind::Clone,
+            Operation::Configure => StepKind::Configure,
+            Operation::Resize => StepKind::Resize,
+            Operation::Upload => StepKind::UploadMedia,
+            Operation::Start | Operation::Boot => StepKind::Start,
+            Operation::Shutdown => StepKind::Shutdown,
+            Operation::Stop => StepKind::Stop,
+            Operation::Destroy => StepKind::Destroy,
+            Operation::DeleteVolume => StepKind::DeleteMedia,
+            Operation::AgentExec | Operation::Bootstrap => StepKind::Provision,
+        }
+    }
+}

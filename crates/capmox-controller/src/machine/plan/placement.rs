@@ -19,7 +19,17 @@
 //! VM yet; the error says which and why.
 
 use crate::api::cluster::ClusterMode;
-use crate::reasons::Selected;
+
+/// Why the instance was chosen (`InstanceSelected=True`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selected {
+    /// `spec.instance` was set by the user.
+    Pinned,
+    /// The owner Machine's `spec.failureDomain`.
+    FailureDomain,
+    /// The mode's policy (least loaded eligible instance).
+    Policy,
+}
 
 /// One instance as placement sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]

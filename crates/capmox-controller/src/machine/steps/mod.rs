@@ -133,3 +133,6 @@ pub fn failed(run: &Run<'_>, step: StepKind, class: &'static str, reason: Reason
 pub fn pve_failed(run: &Run<'_>, step: StepKind, e: &PveError, reason: Reason) -> Observed {
     failed(run, step, class_of(e), reason)
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,158 +1,16 @@
 //! The decision core, case by case. Each test builds the facts a reconcile
 //! would observe and asserts the one step an operator would expect.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use pve_client::{ConflictKind, Missing, TaskFailureKind};
-use serde_json::Value;
 
 use super::*;
-use crate::api::machine::{DiskSize as SpecDisk, Disks, ProxmoxMachineSpec};
-use crate::machine::plan::template::TemplateVm;
-use crate::machine::vm::marker::Marker;
-use crate::machine::vm::vmconfig;
-use crate::pve::{NodeName, VmConfig};
+use crate::api::machine::{DiskSize as SpecDisk, Disks};
 use crate::reasons::Reason;
 
-const UID: &str = "3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f";
-const ISO: &str = "capmox-131-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f.iso";
-
-fn marker() -> Marker {
-    Marker::new("wl1", "m1", UID)
-}
-
-fn node(n: &str) -> NodeName {
-    NodeName::new(n).unwrap()
-}
-
-fn config(extra: &[(&str, &str)]) -> VmConfig {
-    let mut map: BTreeMap<String, Value> = [
-        ("name", "m1"),
-        (
-            "description",
-            "capmox: wl1/m1 uid=3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f",
-        ),
-        ("memory", "2048"),
-        ("cores", "2"),
-        ("agent", "1"),
-        ("scsi0", "ceph:vm-131-disk-0,size=20G"),
-        ("net0", "virtio=BC:24:11:AA:BB:CC,bridge=vmbr0"),
-        ("tags", "capmox;capmox-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f"),
-        ("smbios1", "uuid=0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6"),
-        ("digest", "abc"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
-    .collect();
-    for (k, v) in extra {
-        map.insert((*k).to_string(), Value::String((*v).to_string()));
-    }
-    VmConfig::from_map(map).unwrap()
-}
-
-/// The VM right after the config write: ISO attached, everything as desired.
-fn configured() -> VmConfig {
-    config(&[("ide0", &format!("cephfs:iso/{ISO},media=cdrom"))])
-}
-
-fn view(config: Option<VmConfig>, power: Power) -> VmView {
-    VmView {
-        node: node("pve-a1"),
-        power,
-        power_source: PowerSource::Live,
-        lock: None,
-        config,
-    }
-}
-
-fn media() -> MediaVolume {
-    MediaVolume {
-        node: node("pve-a1"),
-        volid: format!("cephfs:iso/{ISO}"),
-    }
-}
-
-fn v4() -> ClaimedAddress {
-    ClaimedAddress {
-        net: "net0".into(),
-        address: "10.10.0.20".parse().unwrap(),
-        prefix: 24,
-        gateway: Some("10.10.0.1".parse().unwrap()),
-        metric: None,
-    }
-}
-
-fn plan() -> Plan {
-    Plan {
-        node: node("pve-a1"),
-        template: TemplateVm {
-            vmid: 9000,
-            node: "pve-a1".into(),
-            name: None,
-            tags: Default::default(),
-            template: true,
-        },
-        memory: 2 << 30,
-    }
-}
-
-/// A machine ready to be planned: every precondition met, instance chosen,
-/// client ready, claims bound, nothing observed about the VM yet.
-fn base() -> Facts {
-    let spec = ProxmoxMachineSpec::default();
-    Facts {
-        name: "m1".into(),
-        marker: marker(),
-        deleting: false,
-        has_finalizer: true,
-        instance: Some("dc-a".into()),
-        vmid: None,
-        vmid_reserved: false,
-        vmid_range: (100, 999_999_999),
-        provisioned: false,
-        task_recorded: false,
-        media_recorded: None,
-        iso_file: None,
-        media_uploaded: false,
-        desired: vmconfig::desired(&spec, "m1", &marker(), Some("vmbr0"))
-            .map_err(|e| e.to_string()),
-        disks: None,
-        skip_agent: false,
-        check_bootstrap: true,
-        paused: false,
-        spec_problems: None,
-        owner: Owner::Present {
-            bootstrap: BootstrapData::Ready,
-        },
-        cluster: ClusterFact::Present {
-            infra_provisioned: true,
-        },
-        placement: None,
-        client: Some(ClientFact::Ready),
-        task: None,
-        vm: None,
-        claims: Some(ClaimsFact::Bound(vec![v4()])),
-        claim_objects: None,
-        agent: None,
-        bootstrap: None,
-        duplicates: None,
-        media_found: None,
-        plan: None,
-        in_line: None,
-        gates: Vec::new(),
-    }
-}
-
-/// `base` with VMID 131 recorded and the VM observed as `vm`.
-fn at(vm: VmFact) -> Facts {
-    let mut f = base();
-    f.vmid = Some(131);
-    f.iso_file = Some(ISO.into());
-    f.vm = Some(vm);
-    f
-}
+use super::fixtures::*;
 
 fn reason(s: &Step) -> &'static str {
     match s {
