@@ -176,6 +176,11 @@ pub enum Reason {
     VirtualMachineStopped(String),
     /// The VM is locked.
     VirtualMachineLocked(String),
+    /// A VM the Go provider (CAPMOX) made for this machine was adopted:
+    /// our marker was written onto it.
+    Adopted(String),
+    /// Writing our marker onto a CAPMOX-made VM failed; it is retried.
+    AdoptionFailed(String),
     /// Looking up a VM that is not where it was (moved).
     WaitingForVirtualMachine(String),
     /// The object is gone (finalizer removed): what was removed.
@@ -290,6 +295,8 @@ impl Reason {
             Reason::Configured(_) => "Configured",
             Reason::ConfigureFailed(_) => "ConfigureFailed",
             Reason::Resizing(_) => "Resizing",
+            Reason::Adopted(_) => "Adopted",
+            Reason::AdoptionFailed(_) => "AdoptionFailed",
             Reason::ResizeFailed(_) => "ResizeFailed",
             Reason::PoweringOn(_) => "PoweringOn",
             Reason::PowerOnFailed(_) => "PowerOnFailed",
@@ -383,6 +390,8 @@ impl Reason {
             | Reason::Configured(m)
             | Reason::ConfigureFailed(m)
             | Reason::Resizing(m)
+            | Reason::Adopted(m)
+            | Reason::AdoptionFailed(m)
             | Reason::ResizeFailed(m)
             | Reason::PoweringOn(m)
             | Reason::PowerOnFailed(m)

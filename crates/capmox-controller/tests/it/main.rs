@@ -25,6 +25,7 @@ mod machine_out_of_band;
 mod machine_placement;
 mod machine_stale_reads;
 mod machine_stale_writes;
+mod machine_takeover;
 mod machine_template_status;
 mod manager_leader;
 mod manager_run;

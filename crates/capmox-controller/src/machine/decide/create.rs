@@ -75,6 +75,7 @@ pub(super) fn decide(f: &Facts) -> Step {
     match vm {
         VmFact::Unreachable(reason) => wait(reason.clone(), Until::Backoff),
         VmFact::Busy(msg) => wait(Reason::Cloning(msg.clone()), Until::Task(Operation::Clone)),
+        VmFact::Legacy(view) => super::adopt(f.vmid.unwrap_or_default(), view),
         VmFact::Template(what) => wait(
             Reason::InvalidVmid {
                 vmid: f.vmid.unwrap_or_default(),

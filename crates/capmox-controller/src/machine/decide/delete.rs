@@ -93,6 +93,8 @@ fn vm(f: &Facts) -> Option<Step> {
         }
         // Never ours, or gone: nothing to destroy.
         VmFact::Absent | VmFact::Foreign(_) | VmFact::Template(_) => return None,
+        // Ours once marked: adopted first, then destroyed like ours.
+        VmFact::Legacy(view) => return Some(super::adopt(vmid, view)),
         VmFact::Ours(view) => view,
     };
     if let Some(lock) = &view.lock {

@@ -155,6 +155,12 @@ pub enum VmFact {
     Busy(String),
     /// Our VM.
     Ours(VmView),
+    /// A VM the Go provider (CAPMOX) made for this machine: at its VMID,
+    /// without any capmox marker, named after the machine, and its SMBIOS
+    /// UUID is the one `spec.providerID` (`proxmox://<uuid>`) names — the
+    /// proof CAPMOX left (docs/migrating-from-capmox.md). It is adopted by
+    /// writing our marker onto it; nothing else happens to it before.
+    Legacy(VmView),
 }
 
 /// One claimed address.
@@ -307,6 +313,9 @@ pub struct Facts {
     pub vmid_range: (u32, u32),
     /// `status.initialization.provisioned`.
     pub provisioned: bool,
+    /// `spec.providerID`, as written (by us, or by the Go provider CAPMOX
+    /// before this provider took its machines over).
+    pub provider_id: Option<String>,
     /// A task is recorded (`status.taskRef`) or was issued by this process.
     pub task_recorded: bool,
     /// `status.bootstrapMedia`: the ISO volume recorded before its upload.

@@ -98,6 +98,20 @@ fn gated(f: &Facts, step: Step) -> Step {
     }
 }
 
+/// Adopt the VM CAPMOX made for this machine (write our marker), once it is
+/// not locked: a locked VM is never mutated.
+fn adopt(vmid: u32, view: &VmView) -> Step {
+    match &view.lock {
+        Some(lock) => wait(
+            Reason::VirtualMachineLocked(format!(
+                "VM {vmid} is locked ({lock}); it is adopted when it is not"
+            )),
+            Until::Soon,
+        ),
+        None => Step::Adopt,
+    }
+}
+
 /// The VMID the machine records, checked against Proxmox's range and the
 /// machine's own range: `Err` names what is wrong.
 fn checked_vmid(f: &Facts) -> Option<Result<u32, Reason>> {

@@ -61,6 +61,8 @@ pub enum Observed {
     VmidReserved(u32),
     /// The VMID was given up (taken by someone else before our clone).
     VmidReplaced,
+    /// Our marker was written onto the VM CAPMOX made: look at it again.
+    Adopted,
     /// A clone slot was not granted.
     InLine(InLine),
     /// A task was started and recorded in `status.taskRef`.
@@ -159,6 +161,7 @@ impl Facts {
                 self.iso_file = Some(iso_file_name(v, self.marker.uid()));
                 self.vm = None;
             }
+            Observed::Adopted => self.vm = None,
             Observed::VmidReplaced => {
                 self.vmid = None;
                 self.iso_file = None;

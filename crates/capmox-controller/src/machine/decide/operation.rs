@@ -113,6 +113,8 @@ pub enum StepKind {
     Destroy,
     /// Forget the ended task.
     ClearTask,
+    /// Adopt a VM CAPMOX made.
+    Adopt,
 }
 
 impl StepKind {
@@ -140,6 +142,7 @@ impl StepKind {
             StepKind::Stop => "stop",
             StepKind::Destroy => "destroy",
             StepKind::ClearTask => "clear_task",
+            StepKind::Adopt => "adopt",
         }
     }
 

@@ -49,6 +49,7 @@ pub(super) fn decide(f: &Facts) -> Step {
                 Until::Steady,
             );
         }
+        VmFact::Legacy(view) => return super::adopt(vmid, view),
         VmFact::Ours(view) => view,
     };
     if let Some(m) = &f.media_recorded {

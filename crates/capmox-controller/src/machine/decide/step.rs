@@ -96,6 +96,9 @@ pub enum Step {
     Observe(Observe),
     /// Add the finalizer.
     AddFinalizer,
+    /// Write our ownership marker onto a VM CAPMOX made for this machine
+    /// ([`super::VmFact::Legacy`]).
+    Adopt,
     /// Remove the finalizer (everything is cleaned up).
     RemoveFinalizer,
     /// Choose the instance and write `spec.instance`.
@@ -153,6 +156,7 @@ impl Step {
             Step::ReserveVmid => StepKind::ReserveVmid,
             Step::ReplaceVmid => StepKind::ReplaceVmid,
             Step::Clone => StepKind::Clone,
+            Step::Adopt => StepKind::Adopt,
             Step::RemovePartial => StepKind::RemovePartial,
             Step::UploadMedia => StepKind::UploadMedia,
             Step::Configure => StepKind::Configure,

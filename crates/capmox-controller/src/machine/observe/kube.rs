@@ -148,6 +148,7 @@ fn initial(
                 == Some(&v.to_string())
         }),
         vmid_range: (range.start, range.end),
+        provider_id: m.spec.provider_id.clone(),
         provisioned,
         task_recorded: st.is_some_and(|s| s.task_ref.is_some())
             || memo

@@ -244,11 +244,38 @@ fn classify(
                     .unwrap_or_default()
             ))
         }
+        Ownership::Unmarked if made_by_capmox(facts, &cfg) => {
+            run.status.proxmox_node = Some(node.as_str().to_string());
+            VmFact::Legacy(VmView {
+                node,
+                power,
+                power_source: source.unwrap_or(PowerSource::Live),
+                lock: cfg.lock.clone(),
+                config: Some(cfg),
+            })
+        }
         Ownership::Unmarked => VmFact::Foreign(format!(
             "VM {vmid} carries no capmox marker{}",
             named(cfg.name.as_deref())
         )),
     }
+}
+
+/// Whether unmarked `cfg` is the VM CAPMOX made for this machine: named
+/// after it, and its SMBIOS UUID is the one `spec.providerID` names
+/// (`proxmox://<uuid>`, what CAPMOX writes; docs/migrating-from-capmox.md).
+fn made_by_capmox(facts: &Facts, cfg: &VmConfig) -> bool {
+    let Some(uuid) = cfg.smbios1.as_ref().and_then(|s| s.uuid) else {
+        return false;
+    };
+    let uuid = uuid.to_string();
+    let named_so = cfg.name.as_deref() == Some(facts.name.as_str());
+    let id_matches = facts
+        .provider_id
+        .as_deref()
+        .and_then(|p| p.strip_prefix("proxmox://"))
+        .is_some_and(|u| u.eq_ignore_ascii_case(&uuid));
+    named_so && id_matches
 }
 
 fn named(name: Option<&str>) -> String {

@@ -7,6 +7,7 @@
 //! | module | steps |
 //! |---|---|
 //! | [`finalizer`] | add, remove the finalizer |
+//! | [`adopt`] | mark a VM the Go provider CAPMOX made for this machine |
 //! | [`instance`] | choose the instance, write `spec.instance` |
 //! | [`claims`] | create, release the IP address claims |
 //! | [`plan`] | choose node and template (placement in flight) |
@@ -20,6 +21,7 @@
 //! | [`provision`] | providerID, addresses, `provisioned` |
 //! | [`task`] | forget an ended task, with its bookkeeping |
 
+pub mod adopt;
 pub mod claims;
 pub mod clone;
 pub mod configure;
@@ -57,6 +59,7 @@ pub async fn run(step: Step, run: &mut Run<'_>, facts: &Facts) -> Result<Observe
             Err(Error::Precondition(format!("not an action step: {step:?}")))
         }
         Step::AddFinalizer => finalizer::add(run).await,
+        Step::Adopt => Ok(adopt::adopt(run, facts).await),
         Step::RemoveFinalizer => finalizer::remove(run, facts).await,
         Step::ChooseInstance => instance::choose(run).await,
         Step::EnsureClaims => claims::ensure(run).await,

@@ -108,6 +108,7 @@ pub(crate) fn base() -> Facts {
         vmid: None,
         vmid_reserved: false,
         vmid_range: (100, 999_999_999),
+        provider_id: None,
         provisioned: false,
         task_recorded: false,
         media_recorded: None,

@@ -220,6 +220,7 @@ impl World {
             vmid: self.vmid,
             vmid_reserved: self.reserved,
             vmid_range: (100, 999_999_999),
+            provider_id: None,
             provisioned: self.provisioned,
             task_recorded: self.task.is_some(),
             media_recorded: self.media_recorded.then(|| media(self.vmid.unwrap_or(100))),
@@ -429,6 +430,12 @@ impl World {
         let lost = fault == 2;
         let task_fails = fault == 3;
         let out = match &step {
+            // The world holds no VM the Go provider made: nothing to adopt.
+            Step::Adopt => {
+                self.violations
+                    .push("adopted a VM without CAPMOX's proof (no providerID)".into());
+                Observed::Adopted
+            }
             Step::AddFinalizer => {
                 self.finalizer = true;
                 Observed::FinalizerAdded

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use pve_client::{ConflictKind, Missing, TaskFailureKind};
+use pve_client::{ConflictKind, Missing, TaskFailureKind, VmLock};
 
 use super::*;
 use crate::api::machine::{DiskSize as SpecDisk, Disks};
@@ -537,4 +537,32 @@ fn facts_follow_what_steps_report() {
     assert_eq!(f.media_recorded, None);
     f.apply(Observed::VmidReplaced);
     assert_eq!((f.vmid, f.vm.clone(), f.plan.clone()), (None, None, None));
+}
+
+#[test]
+fn a_vm_capmox_made_is_adopted_before_anything_else_in_every_phase() {
+    let legacy = |lock: Option<VmLock>| {
+        let mut v = view(
+            Some(config(&[("description", "made by CAPMOX")])),
+            Power::Running,
+        );
+        v.lock = lock;
+        VmFact::Legacy(v)
+    };
+    // Being provisioned, provisioned, and being deleted: adopt first.
+    let mut f = at(legacy(None));
+    assert_eq!(decide(&f), Step::Adopt);
+    f.provisioned = true;
+    assert_eq!(decide(&f), Step::Adopt);
+    f.deleting = true;
+    assert_eq!(decide(&f), Step::Adopt);
+    // A locked VM is never mutated: wait.
+    let mut f = at(legacy(Some(VmLock::Backup)));
+    f.provisioned = true;
+    assert_eq!(reason(&decide(&f)), "VirtualMachineLocked");
+    // Once adopted the VM is looked at again, and is ours.
+    let mut f = at(legacy(None));
+    f.apply(Observed::Adopted);
+    assert_eq!(f.vm, None);
+    assert_eq!(decide(&f), Step::Observe(Observe::Vm));
 }

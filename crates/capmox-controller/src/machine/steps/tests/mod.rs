@@ -5,6 +5,7 @@
 
 mod kit;
 
+mod adopt;
 mod destroy;
 mod disks;
 mod finalizer;
