@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::machine::decide::Operation;
+use crate::machine::decide::{Operation, Until};
 
 /// What a machine's time is spent for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -81,6 +81,21 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// What a machine waits for after a reconcile that waits `until`
+    /// (`None`: nothing, it is provisioned and well).
+    pub fn of_wait(until: Until) -> Option<Phase> {
+        Some(match until {
+            Until::Change => Phase::Objects,
+            Until::Task(op) => Phase::Task(op),
+            Until::Boot => Phase::Agent,
+            Until::After(_) => Phase::Bootstrap,
+            Until::Soon => Phase::VmLock,
+            Until::Slot => Phase::CloneSlot,
+            Until::Retry(_) | Until::Backoff => Phase::Retry,
+            Until::Steady => return None,
+        })
+    }
+
     /// The label value: `queue`, `objects`, `task_clone`, ….
     pub fn label(self) -> String {
         match self {
@@ -380,6 +395,28 @@ mod tests {
         // Woken while not in the ledger: nothing.
         l.woken("ns/x", t0);
         assert!(l.is_empty());
+    }
+
+    #[test]
+    fn what_a_wait_is_booked_to() {
+        assert_eq!(
+            Phase::of_wait(Until::Task(Operation::Start)),
+            Some(Phase::Task(Operation::Start))
+        );
+        assert_eq!(Phase::of_wait(Until::Slot), Some(Phase::CloneSlot));
+        assert_eq!(Phase::of_wait(Until::Boot), Some(Phase::Agent));
+        assert_eq!(Phase::of_wait(Until::Soon), Some(Phase::VmLock));
+        assert_eq!(Phase::of_wait(Until::Change), Some(Phase::Objects));
+        assert_eq!(
+            Phase::of_wait(Until::After(Duration::from_secs(5))),
+            Some(Phase::Bootstrap)
+        );
+        assert_eq!(Phase::of_wait(Until::Backoff), Some(Phase::Retry));
+        assert_eq!(
+            Phase::of_wait(Until::Retry(Duration::from_secs(1))),
+            Some(Phase::Retry)
+        );
+        assert_eq!(Phase::of_wait(Until::Steady), None);
     }
 
     #[test]
