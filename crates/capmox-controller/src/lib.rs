@@ -16,6 +16,7 @@
 //! | [`context`] | what every controller shares |
 //! | [`stores`] | the watched objects reconcilers read |
 //! | [`reasons`] | every condition and event reason, with its message |
+//! | [`spent`] | time inside Proxmox and Kubernetes calls, per reconcile |
 //! | [`metrics`], [`telemetry`], [`events`] | Prometheus metrics, logs, Kubernetes events |
 //! | [`cluster`] | the ProxmoxCluster reconciler |
 //! | [`machine`] | the ProxmoxMachine reconciler |
@@ -43,6 +44,7 @@ pub mod metrics;
 pub mod names;
 pub mod pve;
 pub mod reasons;
+pub mod spent;
 pub mod stores;
 pub mod telemetry;
 pub mod template_status;

@@ -15,6 +15,7 @@
 //! | `capmox_leader` | gauge | — (1 while this process leads) |
 //! | `capmox_webhook_requests_total` | counter | `webhook` (`mutate`, `validate`, `convert`), `kind` (one of our four kinds, or `other`), `outcome` (`allowed`, `patched`, `denied`, `error`) |
 //! | `capmox_webhook_request_duration_seconds` | histogram | `webhook` |
+//! | `capmox_machine_seconds_total` | counter (seconds) | `lifecycle` (`create`, `delete`), `phase` (what the machines waited for or their reconciles spent time on; [`crate::machine::runtime::ledger::Phase`]) |
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,6 +28,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use pve_client::{CallObserver, CallRecord};
+use std::sync::atomic::AtomicU64;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
@@ -74,6 +76,12 @@ struct WebhookLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MachineTimeLabels {
+    lifecycle: String,
+    phase: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct WebhookLatencyLabels {
     webhook: String,
 }
@@ -111,6 +119,7 @@ pub struct Metrics {
     leader: Gauge,
     webhook_requests: Family<WebhookLabels, Counter>,
     webhook_durations: HistogramFamily<WebhookLatencyLabels>,
+    machine_seconds: Family<MachineTimeLabels, Counter<f64, AtomicU64>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -141,6 +150,7 @@ impl Metrics {
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let webhook_durations: HistogramFamily<WebhookLatencyLabels> =
             Family::new_with_constructor(webhook_histogram);
+        let machine_seconds = Family::<MachineTimeLabels, Counter<f64, AtomicU64>>::default();
         registry.register(
             "reconcile",
             "Reconciles by controller and outcome",
@@ -186,6 +196,11 @@ impl Metrics {
             "Time to answer a webhook request in seconds",
             webhook_durations.clone(),
         );
+        registry.register(
+            "machine_seconds",
+            "Seconds ProxmoxMachines spent being created or deleted, by what they waited for or spent time on",
+            machine_seconds.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -198,7 +213,20 @@ impl Metrics {
             leader,
             webhook_requests,
             webhook_durations,
+            machine_seconds,
         }
+    }
+
+    /// Adds `time` to what ProxmoxMachines spent in `lifecycle` (`create`,
+    /// `delete`) on `phase` (a label of
+    /// [`crate::machine::runtime::ledger::Phase`]).
+    pub fn machine_time(&self, lifecycle: &'static str, phase: String, time: Duration) {
+        self.machine_seconds
+            .get_or_create(&MachineTimeLabels {
+                lifecycle: lifecycle.to_string(),
+                phase,
+            })
+            .inc_by(time.as_secs_f64());
     }
 
     /// Records one reconcile of `controller` (e.g. `proxmoxcluster`) with its
@@ -313,6 +341,7 @@ impl Metrics {
 
 impl CallObserver for Metrics {
     fn on_call(&self, record: &CallRecord<'_>) {
+        crate::spent::proxmox(record.duration);
         let status = record
             .status
             .map_or_else(|| "none".to_string(), |s| s.to_string());
@@ -359,6 +388,8 @@ mod tests {
         // wl2 gone: its contribution disappears.
         m.set_cluster_machines("ns/wl2", BTreeMap::new());
         m.set_leader(true);
+        m.machine_time("create", "task_clone".into(), Duration::from_millis(1500));
+        m.machine_time("create", "task_clone".into(), Duration::from_millis(500));
         m.webhook(
             "validate",
             "ProxmoxMachine",
@@ -392,6 +423,7 @@ mod tests {
             "capmox_machines{instance=\"dc-b\",phase=\"Provisioned\"} 2",
             "capmox_machines{instance=\"dc-c\",phase=\"Deleting\"} 0",
             "capmox_leader 1",
+            "capmox_machine_seconds_total{lifecycle=\"create\",phase=\"task_clone\"} 2.0",
             "capmox_webhook_requests_total{webhook=\"validate\",kind=\"ProxmoxMachine\",outcome=\"denied\"} 1",
             "capmox_webhook_request_duration_seconds_count{webhook=\"validate\"} 1",
         ] {

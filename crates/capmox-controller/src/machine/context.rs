@@ -181,9 +181,12 @@ impl<'a> Run<'a> {
     pub async fn merge_patch(&mut self, body: serde_json::Value) -> Result<(), Error> {
         let body = with_resource_version(body, self.resource_version.as_deref());
         let api: Api<ProxmoxMachine> = Api::namespaced(self.ctx.shared.kube.clone(), &self.me.ns);
-        let updated = api
-            .patch(&self.me.name, &PatchParams::default(), &Patch::Merge(body))
-            .await?;
+        let updated = crate::spent::kubernetes(api.patch(
+            &self.me.name,
+            &PatchParams::default(),
+            &Patch::Merge(body),
+        ))
+        .await?;
         self.resource_version = updated.resource_version();
         self.finalizers = updated.finalizers().to_vec();
         self.ctx.runtime.record_write(&self.me.uid, &updated);
@@ -199,9 +202,12 @@ impl<'a> Run<'a> {
     pub async fn record_status(&mut self, body: serde_json::Value) -> Result<(), Error> {
         let body = with_resource_version(body, self.resource_version.as_deref());
         let api: Api<ProxmoxMachine> = Api::namespaced(self.ctx.shared.kube.clone(), &self.me.ns);
-        let updated = api
-            .patch_status(&self.me.name, &PatchParams::default(), &Patch::Merge(body))
-            .await?;
+        let updated = crate::spent::kubernetes(api.patch_status(
+            &self.me.name,
+            &PatchParams::default(),
+            &Patch::Merge(body),
+        ))
+        .await?;
         self.resource_version = updated.resource_version();
         self.ctx.runtime.record_write(&self.me.uid, &updated);
         Ok(())

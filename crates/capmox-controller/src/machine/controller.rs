@@ -83,8 +83,18 @@ pub fn run(ctx: Arc<Context>, writers: Writers) -> impl Future<Output = ()> {
     .modify(stores::strip_secret)
     .reflect(writers.secrets)
     .touched_objects();
+    let ledger_ctx = ctx.clone();
     let wakes = ctx.runtime.take_wakes().map(|rx| {
-        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|m| (m, rx)) })
+        futures::stream::unfold(rx, move |mut rx| {
+            let ctx = ledger_ctx.clone();
+            async move {
+                let m = rx.recv().await?;
+                // The wait the machine's last reconcile ended on is over.
+                let key = format!("{}/{}", m.namespace.as_deref().unwrap_or_default(), m.name);
+                ctx.runtime.ledger.woken(&key, tokio::time::Instant::now());
+                Some((m, rx))
+            }
+        })
     });
     let controller = match wakes {
         Some(w) => controller.reconcile_on(w),

@@ -35,9 +35,11 @@ use super::context::{Context, Run};
 use super::decide::{self, Facts, Observed, Step, StepKind, decide};
 use super::report::{self, End};
 use super::runtime::freshness::{self, Freshness};
+use super::runtime::ledger::{Lifecycle, Phase, ReconcileTime, Share, Waiting};
 use super::{observe, steps};
 use crate::api::ProxmoxMachine;
 use crate::error::Error;
+use crate::spent;
 
 /// The controller name in metrics.
 pub const CONTROLLER: &str = "proxmoxmachine";
@@ -85,41 +87,118 @@ pub async fn reconcile_once(
     ctx: Arc<Context>,
 ) -> Result<Option<Duration>, Error> {
     let started = std::time::Instant::now();
+    let key = key(&machine);
+    let before = ctx.runtime.ledger.begin(&key, tokio::time::Instant::now());
+    let tracked = before.first().map(|s| s.lifecycle);
+    book(&ctx, &before);
     let span = tracing::info_span!(
         "reconcile",
         controller = CONTROLLER,
-        object = %key(&machine),
+        object = %key,
         instance = machine.spec.instance.as_deref().unwrap_or(""),
         vmid = machine.spec.virtual_machine_id.unwrap_or(0),
     );
-    let result = async {
-        let Some(machine) = fresh(machine, &ctx).await? else {
-            return Ok(None);
-        };
-        run_machine(&machine, &ctx).await
-    }
-    .instrument(span)
+    let (result, spent) = spent::scope(
+        async {
+            let Some(machine) = spent::kubernetes(fresh(machine, &ctx)).await? else {
+                return Ok((None, None));
+            };
+            run_machine(&machine, &ctx).await
+        }
+        .instrument(span),
+    )
     .await;
     let outcome = match &result {
         Ok(_) => "ok",
         Err(e) if is_conflict(e) => "conflict",
         Err(_) => "error",
     };
-    ctx.shared
-        .metrics
-        .reconcile(CONTROLLER, outcome, started.elapsed());
-    result
+    let wall = started.elapsed();
+    ctx.shared.metrics.reconcile(CONTROLLER, outcome, wall);
+    // The ledger: what this reconcile spent, and what the machine waits
+    // for now (a failed reconcile waits for its retry).
+    let (due, ended) = match &result {
+        Ok((due, ended)) => (*due, *ended),
+        Err(e) => {
+            let due = is_conflict(e).then(|| ctx.runtime.poll_floor());
+            (
+                due,
+                tracked.map(|l| (l, Some(Phase::Retry), Duration::ZERO)),
+            )
+        }
+    };
+    let lifecycle = ended.map(|(l, _, _)| l);
+    let next =
+        ended.and_then(|(lifecycle, phase, _)| phase.map(|phase| Waiting { lifecycle, phase }));
+    let spent_time = ReconcileTime {
+        wall,
+        proxmox: spent.proxmox,
+        kubernetes: spent.kubernetes,
+        scheduler: ended.map(|(_, _, s)| s).unwrap_or_default(),
+    };
+    let after = ctx.runtime.ledger.end(
+        &key,
+        tokio::time::Instant::now(),
+        tracked.and(lifecycle.or(tracked)),
+        spent_time,
+        next,
+        due,
+    );
+    book(&ctx, &after);
+    result.map(|(due, _)| due)
 }
 
-async fn run_machine(machine: &ProxmoxMachine, ctx: &Context) -> Result<Option<Duration>, Error> {
+/// What a reconcile tells the ledger: its lifecycle, what the machine
+/// waits for after it (`None`: provisioned or gone), and the time spent
+/// planning beyond its calls.
+type Ended = (Lifecycle, Option<Phase>, Duration);
+
+/// Adds ledger shares to `capmox_machine_seconds_total`.
+fn book(ctx: &Context, shares: &[Share]) {
+    for s in shares {
+        ctx.shared
+            .metrics
+            .machine_time(s.lifecycle.as_str(), s.phase.label(), s.time);
+    }
+}
+
+/// What a machine waits for after a reconcile that ended on `end`
+/// (`None`: nothing, it is provisioned and well, or gone).
+fn waiting_for(end: &End) -> Option<Phase> {
+    let w = match end {
+        End::Done => return None,
+        End::More => return Some(Phase::Queue),
+        End::Wait(w) => w,
+    };
+    Phase::of_wait(w.until)
+}
+
+async fn run_machine(
+    machine: &ProxmoxMachine,
+    ctx: &Context,
+) -> Result<(Option<Duration>, Option<Ended>), Error> {
     let mut run = Run::new(ctx, machine);
     let mut facts = observe::kube::facts(&mut run).await?;
-    let end = drive(&mut run, &mut facts).await?;
-    report::finish(&mut run, &facts, end).await
+    let mut scheduler = Duration::ZERO;
+    let end = drive(&mut run, &mut facts, &mut scheduler).await?;
+    let lifecycle = if facts.deleting {
+        Lifecycle::Delete
+    } else {
+        Lifecycle::Create
+    };
+    let next = waiting_for(&end);
+    let due = report::finish(&mut run, &facts, end).await?;
+    Ok((due, Some((lifecycle, next, scheduler))))
 }
 
 /// The loop: decide, run, fold in, until `decide` waits or is done.
-async fn drive(run: &mut Run<'_>, facts: &mut Facts) -> Result<End, Error> {
+/// Planning steps (choosing instance, node, template and VMID) add their
+/// time beyond their API calls to `scheduler`.
+async fn drive(
+    run: &mut Run<'_>,
+    facts: &mut Facts,
+    scheduler: &mut Duration,
+) -> Result<End, Error> {
     for _ in 0..MAX_STEPS {
         let step = decide(facts);
         debug!(?step, "decided");
@@ -135,7 +214,16 @@ async fn drive(run: &mut Run<'_>, facts: &mut Facts) -> Result<End, Error> {
             }
             action => {
                 let kind = action.kind();
+                let planning = matches!(
+                    kind,
+                    Some(StepKind::ChooseInstance | StepKind::Plan | StepKind::ReserveVmid)
+                );
+                let (t0, calls0) = (std::time::Instant::now(), spent::now());
                 let o = steps::run(action, run, facts).await?;
+                if planning {
+                    let calls = spent::now().since(calls0).total();
+                    *scheduler += t0.elapsed().saturating_sub(calls);
+                }
                 if let Some(kind) = kind
                     && kind != StepKind::ClearTask
                     && succeeded(&o)

@@ -203,6 +203,9 @@ pub struct Counters {
     pub reconcile_errors: BTreeMap<String, f64>,
     /// `capmox_pve_requests_total` by `"METHOD endpoint"` (every instance and status).
     pub pve_requests: BTreeMap<String, f64>,
+    /// `capmox_machine_seconds_total` (real seconds) by `"lifecycle phase"`,
+    /// e.g. `"create task_clone"`: where the machines' time went.
+    pub machine_seconds: BTreeMap<String, f64>,
 }
 
 impl Counters {
@@ -225,6 +228,11 @@ impl Counters {
                         .entry(format!("{} {}", label(s, "method"), label(s, "endpoint")))
                         .or_default() += s.value
                 }
+                "capmox_machine_seconds_total" => {
+                    *c.machine_seconds
+                        .entry(format!("{} {}", label(s, "lifecycle"), label(s, "phase")))
+                        .or_default() += s.value
+                }
                 _ => {}
             }
         }
@@ -243,6 +251,7 @@ impl Counters {
             reconciles: diff(&self.reconciles, &earlier.reconciles),
             reconcile_errors: diff(&self.reconcile_errors, &earlier.reconcile_errors),
             pve_requests: diff(&self.pve_requests, &earlier.pve_requests),
+            machine_seconds: diff(&self.machine_seconds, &earlier.machine_seconds),
         }
     }
 }
@@ -336,17 +345,21 @@ capmox_reconcile_errors_total{controller="proxmoxmachine",category="kube"} 3
 capmox_pve_requests_total{instance="dc-a",method="GET",endpoint="/nodes/{node}/qemu/{vmid}/config",status="200"} 40
 capmox_pve_requests_total{instance="dc-b",method="GET",endpoint="/nodes/{node}/qemu/{vmid}/config",status="200"} 2
 capmox_pve_requests_total{instance="dc-a",method="POST",endpoint="/nodes/{node}/qemu/{vmid}/clone",status="200"} 10
+capmox_machine_seconds_total{lifecycle="create",phase="task_clone"} 12.5
+capmox_machine_seconds_total{lifecycle="delete",phase="queue"} 0.25
 capmox_leader 1
 capmox_machines{instance="a \"q\" b",phase="x"} 1
 "#;
         let samples = parse_exposition(text);
-        assert_eq!(samples.len(), 9);
-        assert_eq!(samples[8].labels["instance"], "a \"q\" b");
+        assert_eq!(samples.len(), 11);
+        assert_eq!(samples[10].labels["instance"], "a \"q\" b");
         let c = Counters::from_samples(&samples);
         assert_eq!(c.reconciles["proxmoxmachine"], 123.0);
         assert_eq!(c.reconciles["proxmoxcluster"], 7.0);
         assert_eq!(c.reconcile_errors["proxmoxmachine"], 3.0);
         assert_eq!(c.pve_requests["GET /nodes/{node}/qemu/{vmid}/config"], 42.0);
+        assert_eq!(c.machine_seconds["create task_clone"], 12.5);
+        assert_eq!(c.machine_seconds["delete queue"], 0.25);
         let earlier = Counters {
             pve_requests: BTreeMap::from([(
                 "GET /nodes/{node}/qemu/{vmid}/config".to_string(),

@@ -286,6 +286,47 @@ fn endpoints(p: &Phase) -> String {
     t
 }
 
+/// Where the machines' time went in a phase (`capmox_machine_seconds_total`
+/// of its lifecycle, `create` for a scale-up, `delete` for a scale-down):
+/// simulated seconds per machine and the share of the total, largest first.
+/// Waits (for a task, a clone slot, the agent, a worker, …) and a
+/// reconcile's own time (inside Proxmox calls, Kubernetes calls, planning,
+/// the rest) are booked once each (`machine::runtime::ledger` in the
+/// controller).
+fn time_shares(p: &Phase, lifecycle: &str, scale: f64) -> String {
+    let mut rows: Vec<(&str, f64)> = p
+        .controller
+        .machine_seconds
+        .iter()
+        .filter_map(|(k, v)| {
+            let (l, phase) = k.split_once(' ')?;
+            (l == lifecycle).then_some((phase, *v))
+        })
+        .collect();
+    let total: f64 = rows.iter().map(|(_, v)| v).sum();
+    if total <= 0.0 {
+        return String::new();
+    }
+    rows.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+    let mut t = String::from(
+        "| where the time goes | simulated s / machine | share |\n|---|---:|---:|\n",
+    );
+    for (phase, v) in &rows {
+        let _ = writeln!(
+            t,
+            "| `{phase}` | {:.1} | {:.1} % |",
+            p.per_machine(v / scale),
+            100.0 * v / total
+        );
+    }
+    let _ = writeln!(
+        t,
+        "| **total** | **{:.1}** | 100 % |",
+        p.per_machine(total / scale)
+    );
+    t
+}
+
 fn phase_details(title: &str, p: &Phase, scale: f64, cores: usize) -> String {
     let mut t = String::new();
     let busy = (p.controller_cpu + p.bench_cpu).as_secs_f64()
@@ -327,6 +368,16 @@ fn phase_details(title: &str, p: &Phase, scale: f64, cores: usize) -> String {
     }
     t.push('\n');
     t.push_str(&endpoints(p));
+    let lifecycle = if p.up {
+        "create"
+    } else {
+        "delete"
+    };
+    let shares = time_shares(p, lifecycle, scale);
+    if !shares.is_empty() {
+        t.push('\n');
+        t.push_str(&shares);
+    }
     t
 }
 

@@ -77,6 +77,8 @@ pub struct RunOptions {
 /// What one phase (scale-up or scale-down) measured.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Phase {
+    /// A scale-up (machines created), else a scale-down.
+    pub up: bool,
     /// Machines the phase was about.
     pub machines: usize,
     /// Of those, how many reached the goal (provisioned / gone).
@@ -639,6 +641,7 @@ async fn phase(
     let c1 = probe.process()?;
     let b1 = measure::process("self", probe.ticks)?;
     Ok(Phase {
+        up,
         machines,
         reached,
         wall,

@@ -64,13 +64,15 @@ async fn read(
     let now = Timestamp::now();
     let mut states = Vec::new();
     for w in wanted {
-        let claim = claims_api.get_opt(&w.name).await?;
+        let claim = crate::spent::kubernetes(claims_api.get_opt(&w.name)).await?;
         let address = match claim
             .as_ref()
             .and_then(|c| c.status.as_ref())
             .and_then(|s| s.address_ref.as_ref())
         {
-            Some(r) if !r.name.is_empty() => addresses.get_opt(&r.name).await?,
+            Some(r) if !r.name.is_empty() => {
+                crate::spent::kubernetes(addresses.get_opt(&r.name)).await?
+            }
             _ => None,
         };
         states.push(claims::claim_state(
@@ -113,8 +115,7 @@ pub async fn owned(
         "{MACHINE_LABEL}={}",
         crate::names::label_value(&machine.name_any())
     ));
-    Ok(api
-        .list(&lp)
+    Ok(crate::spent::kubernetes(api.list(&lp))
         .await?
         .items
         .into_iter()

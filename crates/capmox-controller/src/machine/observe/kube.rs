@@ -37,10 +37,12 @@ pub async fn facts(run: &mut Run<'_>) -> Result<Facts, Error> {
     let ns = run.me.ns.clone();
     let mut world = World::default();
     if let Some(o) = owner_of_kind(&m.metadata, "cluster.x-k8s.io", "Machine") {
-        world.owner = stores::read_through(&st.owners, kube, &ns, &o.name).await?;
+        world.owner =
+            crate::spent::kubernetes(stores::read_through(&st.owners, kube, &ns, &o.name)).await?;
     }
     if let Some(name) = &run.me.cluster {
-        world.cluster = stores::read_through(&st.clusters, kube, &ns, name).await?;
+        world.cluster =
+            crate::spent::kubernetes(stores::read_through(&st.clusters, kube, &ns, name)).await?;
     }
     if let Some(c) = &world.cluster {
         world.proxmox_cluster = st.proxmox_cluster_of(&ns, c);
@@ -53,7 +55,11 @@ pub async fn facts(run: &mut Run<'_>) -> Result<Facts, Error> {
                     "waiting for the bootstrap data Secret (Machine spec.bootstrap.dataSecretName)"
                         .into(),
                 ),
-                Some(secret) => match stores::bootstrap_presence(st, kube, &ns, secret).await? {
+                Some(secret) => match crate::spent::kubernetes(stores::bootstrap_presence(
+                    st, kube, &ns, secret,
+                ))
+                .await?
+                {
                     None => BootstrapData::Missing(format!(
                         "waiting for the bootstrap data Secret {ns}/{secret}"
                     )),

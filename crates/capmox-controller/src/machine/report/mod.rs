@@ -120,13 +120,12 @@ async fn write(run: &Run<'_>) -> Result<Option<ProxmoxMachine>, Error> {
         "status": next,
     });
     let api: Api<ProxmoxMachine> = Api::namespaced(run.ctx.shared.kube.clone(), &run.me.ns);
-    let written = api
-        .patch_status(
-            &run.machine.name_any(),
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(body),
-        )
-        .await?;
+    let written = crate::spent::kubernetes(api.patch_status(
+        &run.machine.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    ))
+    .await?;
     Ok(Some(written))
 }
 
@@ -135,7 +134,14 @@ async fn write(run: &Run<'_>) -> Result<Option<ProxmoxMachine>, Error> {
 async fn publish(run: &mut Run<'_>, facts: &Facts, end: &End) {
     let obj = run.object_ref();
     for (kind, reason) in std::mem::take(&mut run.events) {
-        events::publish(&run.ctx.shared, &obj, kind, &reason, "Reconcile").await;
+        crate::spent::kubernetes(events::publish(
+            &run.ctx.shared,
+            &obj,
+            kind,
+            &reason,
+            "Reconcile",
+        ))
+        .await;
     }
     let End::Wait(w) = end else {
         return;

@@ -13,6 +13,7 @@
 //! | [`node_tasks`] | one task list per node answers every task awaited there |
 //! | [`timing`] | learned task durations, when to poll |
 //! | [`freshness`] | the object our last write returned (never decide from an older one) |
+//! | [`ledger`] | where each machine's time goes (exported, never decided from) |
 //!
 //! VMID reservations in flight live in [`crate::machine::plan::vmid::VmidTable`].
 //! Every lock here is a `std::sync::Mutex` held only for map access, never
@@ -20,6 +21,7 @@
 
 pub mod freshness;
 pub mod inflight;
+pub mod ledger;
 pub mod memo;
 pub mod node_tasks;
 pub mod resources;
@@ -37,6 +39,7 @@ use tokio::time::Instant;
 
 use self::freshness::Written;
 use self::inflight::InFlight;
+use self::ledger::Ledger;
 use self::memo::Memo;
 use self::node_tasks::NodeTasks;
 use self::resources::{ResourceCache, StorageView};
@@ -145,6 +148,8 @@ pub struct MachineRuntime {
     pub timer: TaskTimer,
     /// Task lists per node, and the tasks awaited there.
     pub node_tasks: NodeTasks,
+    /// Where each machine's time goes.
+    pub ledger: Ledger,
     /// Wakes of [`MachineRuntime::node_tasks`] and the clone slots, taken by
     /// the controller ([`MachineRuntime::take_wakes`]).
     wakes: Mutex<Option<mpsc::Receiver<ObjectRef<ProxmoxMachine>>>>,
@@ -175,6 +180,7 @@ impl MachineRuntime {
         );
         MachineRuntime {
             node_tasks,
+            ledger: Ledger::default(),
             wakes: Mutex::new(Some(wakes)),
             vmids: VmidTable::new(),
             slots,

@@ -32,7 +32,7 @@ pub async fn ensure(run: &mut Run<'_>) -> Result<Observed, Error> {
             continue;
         }
         let obj = claims::claim_object(run.machine, &cluster, w)?;
-        match api.create(&PostParams::default(), &obj).await {
+        match crate::spent::kubernetes(api.create(&PostParams::default(), &obj)).await {
             Ok(_) => created.push(w.name.clone()),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
             Err(e) => return Err(e.into()),
@@ -63,7 +63,8 @@ pub async fn release(run: &mut Run<'_>) -> Result<Observed, Error> {
         .iter()
         .filter(|c| c.metadata.deletion_timestamp.is_none())
     {
-        match api.delete(&c.name_any(), &DeleteParams::background()).await {
+        match crate::spent::kubernetes(api.delete(&c.name_any(), &DeleteParams::background())).await
+        {
             Ok(_) => n += 1,
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(e) => return Err(e.into()),
