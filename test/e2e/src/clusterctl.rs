@@ -36,7 +36,9 @@ pub enum RenderError {
     BadReference(String),
     /// A Cluster uses a ClusterClass that neither the flavor nor the
     /// repository (`clusterclass-<name>.yaml`) has.
-    #[error("ClusterClass {0:?} is not in the template and the repository has no clusterclass-{0}.yaml")]
+    #[error(
+        "ClusterClass {0:?} is not in the template and the repository has no clusterclass-{0}.yaml"
+    )]
     MissingClusterClass(String),
     /// The rendered text is not a YAML document stream.
     #[error("the rendered template is not YAML: {0}")]
@@ -274,7 +276,9 @@ pub fn generate_cluster(
             defined.insert(n.to_string());
         }
         if d["kind"] == "Cluster"
-            && let Some(n) = d.pointer("/spec/topology/classRef/name").and_then(|v| v.as_str())
+            && let Some(n) = d
+                .pointer("/spec/topology/classRef/name")
+                .and_then(|v| v.as_str())
         {
             classes.insert(n.to_string());
         }
@@ -385,7 +389,8 @@ mod tests {
 
     #[test]
     fn generate_cluster_adds_the_referenced_class_first() {
-        let flavor = "kind: Cluster\nmetadata: {name: ${N}}\nspec: {topology: {classRef: {name: c1}}}\n";
+        let flavor =
+            "kind: Cluster\nmetadata: {name: ${N}}\nspec: {topology: {classRef: {name: c1}}}\n";
         let class = "kind: ClusterClass\nmetadata: {name: c1, namespace: ${NS}}\n";
         let files = |n: &str| (n == "c1").then(|| class.to_string());
         let out = generate_cluster(flavor, files, &vars(&[("N", "a"), ("NS", "b")])).unwrap();

@@ -71,7 +71,10 @@ fn worker_memory(env: &Env, rows: &[MachineRow]) -> BTreeMap<String, String> {
                 .unwrap()
                 .vm(r.vmid.unwrap())
                 .unwrap();
-            (r.name.clone(), vm.config.get("memory").cloned().unwrap_or_default())
+            (
+                r.name.clone(),
+                vm.config.get("memory").cloned().unwrap_or_default(),
+            )
         })
         .collect()
 }
@@ -110,7 +113,7 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
     let rows = env
         .wait_machines(
             "3 control-plane + 3 worker machines of the topology",
-            env.waits.sim(3.0 * 400.0),
+            env.waits.sim(9.0 * 400.0),
             |r| settled(r, need_node),
         )
         .await
@@ -157,11 +160,15 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
         .await
         .unwrap();
     let old: BTreeSet<String> = before.keys().cloned().collect();
-    let old_cp: BTreeSet<String> = rows.iter().filter(|r| r.control_plane).map(|r| r.name.clone()).collect();
+    let old_cp: BTreeSet<String> = rows
+        .iter()
+        .filter(|r| r.control_plane)
+        .map(|r| r.name.clone())
+        .collect();
     let rows = env
         .wait_machines(
             "every worker replaced by one from the new template",
-            env.waits.sim(3.0 * 400.0),
+            env.waits.sim(9.0 * 400.0),
             |r| settled(r, need_node) && workers(r).iter().all(|w| !old.contains(&w.name)),
         )
         .await
@@ -172,8 +179,15 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
     for r in workers(&rows) {
         assert_eq!(r.instance, r.failure_domain, "{r:?}");
     }
-    let cp_now: BTreeSet<String> = rows.iter().filter(|r| r.control_plane).map(|r| r.name.clone()).collect();
-    assert_eq!(cp_now, old_cp, "a worker variable does not touch the control plane");
+    let cp_now: BTreeSet<String> = rows
+        .iter()
+        .filter(|r| r.control_plane)
+        .map(|r| r.name.clone())
+        .collect();
+    assert_eq!(
+        cp_now, old_cp,
+        "a worker variable does not touch the control plane"
+    );
 
     // Nothing leaked: per datacenter exactly its two machines' VMs, no ISO,
     // one address per machine; the old templates are gone.
@@ -224,7 +238,13 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
         3,
         "the class's two and the control plane's stay, the workers' three are new: {templates_after:?}"
     );
-    let calls: u64 = env.pve.clusters().iter().map(|c| c.calls().total).sum::<u64>() - calls_before;
+    let calls: u64 = env
+        .pve
+        .clusters()
+        .iter()
+        .map(|c| c.calls().total)
+        .sum::<u64>()
+        - calls_before;
     eprintln!(
         "topology rollout: 3 workers replaced in {:.1} s (time scale {}), {} Proxmox calls, {:.1} per replaced machine",
         rollout.as_secs_f64(),
@@ -235,62 +255,94 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
 
     // (c) Delete the Cluster: everything of it goes, the ClusterClass and
     // its templates (the user's) stay.
-    clusters.delete(CLUSTER, &DeleteParams::default()).await.unwrap();
+    clusters
+        .delete(CLUSTER, &DeleteParams::default())
+        .await
+        .unwrap();
     let sims = env.pve.clusters().to_vec();
     let ns3 = ns.clone();
-    env.wait_for("the whole cluster deleted", env.waits.sim(3.0 * 200.0), |client| {
-        let ns = ns3.clone();
-        let vms: usize = sims.iter().map(|c| observe::vms(c).len()).sum();
-        let isos: usize = sims.iter().map(|c| observe::isos(c).len()).sum();
-        async move {
-            let mut left = BTreeMap::new();
-            for (api_version, kind) in [
-                ("cluster.x-k8s.io/v1beta2", "Cluster"),
-                ("cluster.x-k8s.io/v1beta2", "Machine"),
-                ("cluster.x-k8s.io/v1beta2", "MachineSet"),
-                ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
-                ("controlplane.cluster.x-k8s.io/v1beta2", "KubeadmControlPlane"),
-                ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
-                ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
-                ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine"),
-                ("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim"),
-                ("ipam.cluster.x-k8s.io/v1beta2", "IPAddress"),
-                ("ipam.cluster.x-k8s.io/v1alpha2", "InClusterIPPool"),
-            ] {
-                let n = scenario::list(&client, &ns, api_version, kind).await?.len();
-                if n > 0 {
-                    left.insert(kind.to_string(), n);
+    env.wait_for(
+        "the whole cluster deleted",
+        env.waits.sim(3.0 * 200.0),
+        |client| {
+            let ns = ns3.clone();
+            let vms: usize = sims.iter().map(|c| observe::vms(c).len()).sum();
+            let isos: usize = sims.iter().map(|c| observe::isos(c).len()).sum();
+            async move {
+                let mut left = BTreeMap::new();
+                for (api_version, kind) in [
+                    ("cluster.x-k8s.io/v1beta2", "Cluster"),
+                    ("cluster.x-k8s.io/v1beta2", "Machine"),
+                    ("cluster.x-k8s.io/v1beta2", "MachineSet"),
+                    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
+                    (
+                        "controlplane.cluster.x-k8s.io/v1beta2",
+                        "KubeadmControlPlane",
+                    ),
+                    ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
+                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
+                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine"),
+                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim"),
+                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddress"),
+                    ("ipam.cluster.x-k8s.io/v1alpha2", "InClusterIPPool"),
+                ] {
+                    let n = scenario::list(&client, &ns, api_version, kind).await?.len();
+                    if n > 0 {
+                        left.insert(kind.to_string(), n);
+                    }
                 }
-            }
-            for (api_version, kind) in [
-                ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachineTemplate"),
-                ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfigTemplate"),
-            ] {
-                let mine = scenario::list(&client, &ns, api_version, kind)
-                    .await?
-                    .iter()
-                    .filter(|o| o.metadata.labels.as_ref().is_some_and(|l| l.contains_key("cluster.x-k8s.io/cluster-name")))
-                    .count();
-                if mine > 0 {
-                    left.insert(kind.to_string(), mine);
+                for (api_version, kind) in [
+                    (
+                        "infrastructure.cluster.x-k8s.io/v1alpha3",
+                        "ProxmoxMachineTemplate",
+                    ),
+                    (
+                        "bootstrap.cluster.x-k8s.io/v1beta2",
+                        "KubeadmConfigTemplate",
+                    ),
+                ] {
+                    let mine = scenario::list(&client, &ns, api_version, kind)
+                        .await?
+                        .iter()
+                        .filter(|o| {
+                            o.metadata
+                                .labels
+                                .as_ref()
+                                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/cluster-name"))
+                        })
+                        .count();
+                    if mine > 0 {
+                        left.insert(kind.to_string(), mine);
+                    }
                 }
+                Ok(if left.is_empty() && vms == 0 && isos == 0 {
+                    Progress::Done(())
+                } else {
+                    Progress::Pending(format!("objects {left:?}, VMs {vms}, ISOs {isos}"))
+                })
             }
-            Ok(if left.is_empty() && vms == 0 && isos == 0 {
-                Progress::Done(())
-            } else {
-                Progress::Pending(format!("objects {left:?}, VMs {vms}, ISOs {isos}"))
-            })
-        }
-    })
+        },
+    )
     .await
     .unwrap();
     assert_eq!(
         names(&env.client, &ns, "ProxmoxMachineTemplate").await,
-        BTreeSet::from(["capmox-control-plane".to_string(), "capmox-worker".to_string()])
+        BTreeSet::from([
+            "capmox-control-plane".to_string(),
+            "capmox-worker".to_string()
+        ])
     );
-    assert_eq!(names(&env.client, &ns, "ProxmoxClusterTemplate").await.len(), 1);
+    assert_eq!(
+        names(&env.client, &ns, "ProxmoxClusterTemplate")
+            .await
+            .len(),
+        1
+    );
     watch.abort();
     let failures = failures.lock().unwrap().clone();
-    assert!(failures.is_empty(), "TopologyReconciled=False seen: {failures:?}");
+    assert!(
+        failures.is_empty(),
+        "TopologyReconciled=False seen: {failures:?}"
+    );
     env.shutdown().await;
 }

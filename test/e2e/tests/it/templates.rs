@@ -312,7 +312,9 @@ fn every_variable_is_documented() {
 fn generate_topology(vars: &BTreeMap<String, String>) -> Vec<Value> {
     let text = clusterctl::generate_cluster(
         &read("templates/cluster-template-topology.yaml"),
-        |name| std::fs::read_to_string(root().join(format!("templates/clusterclass-{name}.yaml"))).ok(),
+        |name| {
+            std::fs::read_to_string(root().join(format!("templates/clusterclass-{name}.yaml"))).ok()
+        },
         vars,
     )
     .unwrap();
@@ -331,7 +333,8 @@ fn topology_desired(docs: &[Value]) -> (topology::desired::Desired, Topology) {
         serde_json::from_value(one(docs, "ClusterClass", "capmox").clone()).unwrap();
     let cluster: Cluster = serde_json::from_value(one(docs, "Cluster", "wl1").clone()).unwrap();
     let topo = cluster.spec.topology.clone().unwrap();
-    let tmpl = |r: &capmox_e2e::crds::clusterclass::TemplateRef| one(docs, &r.kind, &r.name).clone();
+    let tmpl =
+        |r: &capmox_e2e::crds::clusterclass::TemplateRef| one(docs, &r.kind, &r.name).clone();
     let spec = &class.spec;
     let templates = topology::desired::ClassTemplates {
         infrastructure: tmpl(&spec.infrastructure.template_ref),
@@ -369,7 +372,11 @@ fn topology_objects(d: &topology::desired::Desired) -> Vec<Value> {
         "spec": d.infrastructure_spec(),
     })];
     out.extend(d.control_plane_machine.iter().cloned());
-    out.extend(d.machine_deployments.iter().map(|m| m.infrastructure.clone()));
+    out.extend(
+        d.machine_deployments
+            .iter()
+            .map(|m| m.infrastructure.clone()),
+    );
     out
 }
 
@@ -398,14 +405,23 @@ fn topology_flavor_renders_with_its_cluster_class_and_validates() {
     check_objects("topology (desired)", &topology_objects(&d));
 
     let pc = d.infrastructure_spec();
-    assert_eq!(pc["controlPlaneEndpoint"], json!({"host": "10.10.0.5", "port": 6443}));
+    assert_eq!(
+        pc["controlPlaneEndpoint"],
+        json!({"host": "10.10.0.5", "port": 6443})
+    );
     assert_eq!(pc["settings"]["mode"], "MultiInstance");
     assert_eq!(pc["providerIDFormat"], "UUID");
     assert_eq!(pc["dnsServers"], json!(["1.1.1.1", "8.8.8.8"]));
     let instances = pc["settings"]["instances"].as_array().unwrap();
-    let names: Vec<&str> = instances.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> = instances
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["dc-a", "dc-b", "dc-c"]);
-    assert_eq!(instances[1]["credentialsRef"]["name"], "wl1-dc-b-credentials");
+    assert_eq!(
+        instances[1]["credentialsRef"]["name"],
+        "wl1-dc-b-credentials"
+    );
     assert_eq!(
         instances[2]["network"]["ipv4Config"],
         json!({"addresses": ["10.30.0.100-10.30.0.200"], "prefix": 24, "gateway": "10.30.0.1"})
@@ -418,7 +434,11 @@ fn topology_flavor_renders_with_its_cluster_class_and_validates() {
     let cp = d.control_plane_machine.as_ref().unwrap();
     let cp_spec = &cp["spec"]["template"]["spec"];
     assert_eq!(
-        (cp_spec["numSockets"].clone(), cp_spec["numCores"].clone(), cp_spec["memoryMiB"].clone()),
+        (
+            cp_spec["numSockets"].clone(),
+            cp_spec["numCores"].clone(),
+            cp_spec["memoryMiB"].clone()
+        ),
         (json!(1), json!(2), json!(4096))
     );
     assert_eq!(cp_spec["disks"]["bootVolume"]["sizeGb"], 40);
@@ -427,18 +447,40 @@ fn topology_flavor_renders_with_its_cluster_class_and_validates() {
     let fds: Vec<(&str, &str)> = d
         .machine_deployments
         .iter()
-        .map(|m| (m.topology_name.as_str(), m.failure_domain.as_deref().unwrap()))
+        .map(|m| {
+            (
+                m.topology_name.as_str(),
+                m.failure_domain.as_deref().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(fds, [("md-dc-a", "dc-a"), ("md-dc-b", "dc-b"), ("md-dc-c", "dc-c")]);
+    assert_eq!(
+        fds,
+        [
+            ("md-dc-a", "dc-a"),
+            ("md-dc-b", "dc-b"),
+            ("md-dc-c", "dc-c")
+        ]
+    );
     for m in &d.machine_deployments {
         assert_eq!(m.replicas, Some(1));
-        assert_eq!(m.infrastructure["spec"]["template"]["spec"]["memoryMiB"], 8192);
+        assert_eq!(
+            m.infrastructure["spec"]["template"]["spec"]["memoryMiB"],
+            8192
+        );
         assert_eq!(m.infrastructure["spec"]["template"]["spec"]["numCores"], 4);
     }
 
     // The control plane: the class's kubeadm config with the kube-vip
     // manifest announcing the endpoint, the topology's version and replicas.
-    let kcp = d.control_plane_spec(&topo, Some(("infrastructure.cluster.x-k8s.io", "ProxmoxMachineTemplate", "t")));
+    let kcp = d.control_plane_spec(
+        &topo,
+        Some((
+            "infrastructure.cluster.x-k8s.io",
+            "ProxmoxMachineTemplate",
+            "t",
+        )),
+    );
     assert_eq!(kcp["version"], "v1.33.4");
     assert_eq!(kcp["replicas"], 3);
     let files = kcp["kubeadmConfigSpec"]["files"].as_array().unwrap();
@@ -446,9 +488,22 @@ fn topology_flavor_renders_with_its_cluster_class_and_validates() {
     assert_eq!(files[0]["path"], "/etc/kubernetes/manifests/kube-vip.yaml");
     let manifest: Value = serde_saphyr::from_str(files[0]["content"].as_str().unwrap()).unwrap();
     let env = &manifest["spec"]["containers"][0]["env"];
-    assert!(env.as_array().unwrap().contains(&json!({"name": "address", "value": "10.10.0.5"})), "{env}");
-    assert!(env.as_array().unwrap().contains(&json!({"name": "port", "value": "6443"})), "{env}");
-    assert_eq!(kcp["kubeadmConfigSpec"]["users"][0]["sshAuthorizedKeys"], json!([]));
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "address", "value": "10.10.0.5"})),
+        "{env}"
+    );
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "port", "value": "6443"})),
+        "{env}"
+    );
+    assert_eq!(
+        kcp["kubeadmConfigSpec"]["users"][0]["sshAuthorizedKeys"],
+        json!([])
+    );
 }
 
 #[test]
@@ -457,7 +512,10 @@ fn topology_variables_change_only_what_they_patch_and_default_from_the_class() {
     v.insert("WORKER_MEMORY_MIB".into(), "16384".into());
     let (d, _) = topology_desired(&generate_topology(&v));
     for m in &d.machine_deployments {
-        assert_eq!(m.infrastructure["spec"]["template"]["spec"]["memoryMiB"], 16384);
+        assert_eq!(
+            m.infrastructure["spec"]["template"]["spec"]["memoryMiB"],
+            16384
+        );
     }
     let cp = d.control_plane_machine.as_ref().unwrap();
     assert_eq!(cp["spec"]["template"]["spec"]["memoryMiB"], 4096);
@@ -466,8 +524,15 @@ fn topology_variables_change_only_what_they_patch_and_default_from_the_class() {
     // defaults (the same values as the flavor's defaults).
     let mut docs = generate_topology(&multi_vars());
     let cluster = docs.iter_mut().find(|d| d["kind"] == "Cluster").unwrap();
-    let vars = cluster["spec"]["topology"]["variables"].as_array_mut().unwrap();
-    vars.retain(|x| matches!(x["name"].as_str(), Some("controlPlaneEndpoint" | "instances")));
+    let vars = cluster["spec"]["topology"]["variables"]
+        .as_array_mut()
+        .unwrap();
+    vars.retain(|x| {
+        matches!(
+            x["name"].as_str(),
+            Some("controlPlaneEndpoint" | "instances")
+        )
+    });
     for i in vars[1]["value"].as_array_mut().unwrap() {
         i.as_object_mut().unwrap().remove("controlPlane");
         i["network"].as_object_mut().unwrap().remove("bridge");
@@ -480,7 +545,8 @@ fn topology_variables_change_only_what_they_patch_and_default_from_the_class() {
 #[test]
 fn every_cluster_class_variable_is_documented() {
     let doc = read("docs/clusterclass.md");
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&read("templates/clusterclass-capmox.yaml")).unwrap();
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&read("templates/clusterclass-capmox.yaml")).unwrap();
     let class: ClusterClass = serde_json::from_value(docs[0].clone()).unwrap();
     assert!(!class.spec.variables.is_empty());
     for v in &class.spec.variables {

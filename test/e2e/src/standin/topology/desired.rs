@@ -103,7 +103,8 @@ pub fn builtin(
         "topology": {"version": topology.version, "class": topology.class_ref.name}
     }});
     if let Some((class, name)) = md {
-        b["machineDeployment"] = json!({"class": class, "topologyName": name, "version": topology.version});
+        b["machineDeployment"] =
+            json!({"class": class, "topologyName": name, "version": topology.version});
     }
     b
 }

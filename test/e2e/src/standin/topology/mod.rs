@@ -56,9 +56,9 @@ use serde_json::{Value, json};
 use super::kinds::group_of;
 use super::meta::{self, CLUSTER_NAME_LABEL, is_deleting};
 use super::{Ctx, error_policy, ticker};
+use crate::crds::Cluster;
 use crate::crds::clusterclass::{ClusterClassSpec, TemplateRef, Topology};
 use crate::crds::{ClusterClass, MachineDeployment, MachineSet};
-use crate::crds::Cluster;
 use crate::error::{E2eError, Result};
 use desired::{ClassTemplates, Desired};
 
@@ -201,7 +201,11 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
             (CLUSTER_NAME_LABEL.to_string(), name.clone()),
             (OWNED_LABEL.to_string(), String::new()),
         ]);
-        labels.extend(extra.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())));
+        labels.extend(
+            extra
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string())),
+        );
         labels
     };
 
@@ -210,7 +214,14 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
         dyn_api(ctx, &ns, &infra_ref.api_group, &infra_ref.kind).await?;
     apply_if_changed(
         &infra_api,
-        object(&infra_version, &infra_ref.kind, &infra_ref.name, &owned(&[]), None, want.infrastructure_spec()),
+        object(
+            &infra_version,
+            &infra_ref.kind,
+            &infra_ref.name,
+            &owned(&[]),
+            None,
+            want.infrastructure_spec(),
+        ),
     )
     .await?;
 
@@ -220,12 +231,19 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
     let mut referenced = BTreeSet::new();
     let machine_template = match &want.control_plane_machine {
         Some(t) => {
-            let current = current_cp.as_ref().and_then(|o| {
-                text(o, "/spec/machineTemplate/spec/infrastructureRef/name")
-            });
-            let tname =
-                ensure_template(ctx, &ns, cluster, current, t, &format!("{name}-control-plane"), &owned(&[]))
-                    .await?;
+            let current = current_cp
+                .as_ref()
+                .and_then(|o| text(o, "/spec/machineTemplate/spec/infrastructureRef/name"));
+            let tname = ensure_template(
+                ctx,
+                &ns,
+                cluster,
+                current,
+                t,
+                &format!("{name}-control-plane"),
+                &owned(&[]),
+            )
+            .await?;
             referenced.insert(tname.clone());
             Some((group_of(&api_version(t)).to_string(), kind(t), tname))
         }
@@ -233,11 +251,20 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
     };
     let cp_spec = want.control_plane_spec(
         topology,
-        machine_template.as_ref().map(|(g, k, n)| (g.as_str(), k.as_str(), n.as_str())),
+        machine_template
+            .as_ref()
+            .map(|(g, k, n)| (g.as_str(), k.as_str(), n.as_str())),
     );
     apply_if_changed(
         &cp_api,
-        object(&cp_version, &cp_ref.kind, &cp_ref.name, &owned(&[]), None, cp_spec),
+        object(
+            &cp_version,
+            &cp_ref.kind,
+            &cp_ref.name,
+            &owned(&[]),
+            None,
+            cp_spec,
+        ),
     )
     .await?;
 
@@ -252,18 +279,45 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
         let current = md_api.get_opt(&md_name).await?;
         let labels = owned(&[(DEPLOYMENT_TOPOLOGY_LABEL, md.topology_name.as_str())]);
         let cur_bootstrap = current.as_ref().and_then(|m| {
-            m.spec.template.spec.bootstrap.config_ref.as_ref().map(|r| r.name.clone())
+            m.spec
+                .template
+                .spec
+                .bootstrap
+                .config_ref
+                .as_ref()
+                .map(|r| r.name.clone())
         });
         let cur_infra = current
             .as_ref()
             .map(|m| m.spec.template.spec.infrastructure_ref.name.clone());
-        let bootstrap = ensure_template(ctx, &ns, cluster, cur_bootstrap.as_deref(), &md.bootstrap, &md_name, &labels).await?;
-        let infra = ensure_template(ctx, &ns, cluster, cur_infra.as_deref(), &md.infrastructure, &md_name, &labels).await?;
+        let bootstrap = ensure_template(
+            ctx,
+            &ns,
+            cluster,
+            cur_bootstrap.as_deref(),
+            &md.bootstrap,
+            &md_name,
+            &labels,
+        )
+        .await?;
+        let infra = ensure_template(
+            ctx,
+            &ns,
+            cluster,
+            cur_infra.as_deref(),
+            &md.infrastructure,
+            &md_name,
+            &labels,
+        )
+        .await?;
         referenced.insert(bootstrap.clone());
         referenced.insert(infra.clone());
         let selector = BTreeMap::from([
             (CLUSTER_NAME_LABEL.to_string(), name.clone()),
-            (DEPLOYMENT_TOPOLOGY_LABEL.to_string(), md.topology_name.clone()),
+            (
+                DEPLOYMENT_TOPOLOGY_LABEL.to_string(),
+                md.topology_name.clone(),
+            ),
         ]);
         let mut spec = json!({
             "clusterName": name,
@@ -290,7 +344,14 @@ async fn reconcile_topology(ctx: &Ctx, cluster: &Cluster, topology: &Topology) -
         }
         apply_if_changed(
             &md_dyn,
-            object(&md_version, "MachineDeployment", &md_name, &labels, None, spec),
+            object(
+                &md_version,
+                "MachineDeployment",
+                &md_name,
+                &labels,
+                None,
+                spec,
+            ),
         )
         .await?;
     }
@@ -341,10 +402,13 @@ async fn fetch_templates(ctx: &Ctx, ns: &str, class: &ClusterClassSpec) -> Resul
 
 async fn fetch(ctx: &Ctx, ns: &str, r: &TemplateRef) -> Result<Value> {
     let api = ctx.kinds.api(ns, group_of(&r.api_version), &r.kind).await?;
-    let obj = api.get_opt(&r.name).await?.ok_or_else(|| TopologyError::TemplateNotFound {
-        kind: r.kind.clone(),
-        name: r.name.clone(),
-    })?;
+    let obj = api
+        .get_opt(&r.name)
+        .await?
+        .ok_or_else(|| TopologyError::TemplateNotFound {
+            kind: r.kind.clone(),
+            name: r.name.clone(),
+        })?;
     Ok(serde_json::to_value(obj)?)
 }
 
@@ -361,7 +425,12 @@ fn text<'a>(obj: &'a DynamicObject, pointer: &str) -> Option<&'a str> {
 }
 
 /// The dynamic API of `group`/`kind` in `ns` and the `apiVersion` it serves.
-async fn dyn_api(ctx: &Ctx, ns: &str, group: &str, kind: &str) -> Result<(Api<DynamicObject>, String)> {
+async fn dyn_api(
+    ctx: &Ctx,
+    ns: &str,
+    group: &str,
+    kind: &str,
+) -> Result<(Api<DynamicObject>, String)> {
     let ar = ctx.kinds.resolve(group, kind).await?;
     Ok((
         Api::namespaced_with(ctx.client.clone(), ns, &ar),
@@ -411,7 +480,10 @@ async fn apply_if_changed(api: &Api<DynamicObject>, body: Value) -> Result<bool>
     if !dry_run_changes(api, &body).await? {
         return Ok(false);
     }
-    let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let pp = PatchParams::apply(FIELD_MANAGER).force();
     api.patch(&name, &pp, &Patch::Apply(&body)).await?;
     Ok(true)
@@ -464,7 +536,11 @@ async fn delete_unused_templates(
     mut referenced: BTreeSet<String>,
     lp: &ListParams,
 ) -> Result<()> {
-    let sets = ctx.api::<MachineSet>(ns).list(&ListParams::default()).await?.items;
+    let sets = ctx
+        .api::<MachineSet>(ns)
+        .list(&ListParams::default())
+        .await?
+        .items;
     for ms in sets.iter().filter(|m| m.spec.cluster_name == name) {
         referenced.insert(ms.spec.template.spec.infrastructure_ref.name.clone());
         if let Some(r) = &ms.spec.template.spec.bootstrap.config_ref {
@@ -472,11 +548,11 @@ async fn delete_unused_templates(
         }
     }
     let mut kinds = BTreeSet::new();
-    for t in want
-        .control_plane_machine
-        .iter()
-        .chain(want.machine_deployments.iter().flat_map(|m| [&m.bootstrap, &m.infrastructure]))
-    {
+    for t in want.control_plane_machine.iter().chain(
+        want.machine_deployments
+            .iter()
+            .flat_map(|m| [&m.bootstrap, &m.infrastructure]),
+    ) {
         kinds.insert((group_of(&api_version(t)).to_string(), kind(t)));
     }
     for (group, k) in kinds {

@@ -51,7 +51,10 @@ pub fn apply_all(
     template: &mut Value,
     vars: &Map<String, Value>,
 ) -> Result<(), TopologyError> {
-    let api_version = template["apiVersion"].as_str().unwrap_or_default().to_string();
+    let api_version = template["apiVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let kind = template["kind"].as_str().unwrap_or_default().to_string();
     for p in patches {
         let fail = |message: String| TopologyError::Patch {

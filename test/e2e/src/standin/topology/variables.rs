@@ -58,7 +58,10 @@ pub fn resolve(
     }
     let mut out = Map::new();
     for c in class {
-        let given = set.iter().find(|v| v.name == c.name).map(|v| v.value.0.clone());
+        let given = set
+            .iter()
+            .find(|v| v.name == c.name)
+            .map(|v| v.value.0.clone());
         let schema = Value::Object(c.schema.open_api_v3_schema.0.clone());
         match apply_defaults(&schema, given) {
             Some(v) => {
