@@ -5,6 +5,8 @@
 #     infrastructure-components.yaml   every object of config/ (all *.yaml, any depth)
 #     metadata.yaml                    release series -> CAPI contract
 #     cluster-template*.yaml           the flavors of templates/
+#     clusterclass-*.yaml              the ClusterClasses flavors use (clusterctl
+#                                      adds clusterclass-<name>.yaml to a flavor)
 #
 # The components file takes every Kubernetes object under config/, so what
 # is added there (webhooks, cert-manager Issuer and Certificate) is released
@@ -67,5 +69,5 @@ awk '
 grep -q "image: ${image}\$" "$repo/infrastructure-components.yaml" \
   || { echo "release: no manager image line was set to $image" >&2; exit 1; }
 cp metadata.yaml "$repo/metadata.yaml"
-cp templates/cluster-template*.yaml "$repo/"
+cp templates/cluster-template*.yaml templates/clusterclass-*.yaml "$repo/"
 echo "release: wrote $repo/ ($(ls "$repo" | tr '\n' ' '))"

@@ -34,6 +34,15 @@ pub enum RenderError {
     /// `${}` or a name with characters outside `[A-Za-z0-9_]`.
     #[error("bad variable reference {0:?}")]
     BadReference(String),
+    /// A Cluster uses a ClusterClass that neither the flavor nor the
+    /// repository (`clusterclass-<name>.yaml`) has.
+    #[error(
+        "ClusterClass {0:?} is not in the template and the repository has no clusterclass-{0}.yaml"
+    )]
+    MissingClusterClass(String),
+    /// The rendered text is not a YAML document stream.
+    #[error("the rendered template is not YAML: {0}")]
+    Yaml(String),
 }
 
 #[derive(Debug)]
@@ -235,6 +244,69 @@ pub fn render(template: &str, vars: &BTreeMap<String, String>) -> Result<String,
     Ok(out)
 }
 
+/// `clusterctl generate cluster` for a flavor: renders `flavor` and, for
+/// every ClusterClass its Clusters name (`spec.topology.classRef.name`) that
+/// it does not define, the repository's `clusterclass-<name>.yaml` (read
+/// through `class_file`) rendered with the same variables, put before the
+/// flavor's objects (clusterctl provider contract, "ClusterClass
+/// definitions"). Missing variables of all files are listed together.
+///
+/// # Errors
+/// [`RenderError::Missing`] (the union, sorted), [`RenderError::MissingClusterClass`],
+/// [`RenderError::Yaml`], and the reference errors of [`render`].
+pub fn generate_cluster(
+    flavor: &str,
+    class_file: impl Fn(&str) -> Option<String>,
+    vars: &BTreeMap<String, String>,
+) -> Result<String, RenderError> {
+    // The class names before rendering: classRef names are literals here.
+    let mut classes = BTreeSet::new();
+    let mut defined = BTreeSet::new();
+    let defaults_only: BTreeMap<String, String> = variables(flavor)?
+        .into_iter()
+        .map(|v| (v.name, "x".to_string()))
+        .collect();
+    let probe = render(flavor, &defaults_only)?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&probe).map_err(|e| RenderError::Yaml(e.to_string()))?;
+    for d in &docs {
+        if d["kind"] == "ClusterClass"
+            && let Some(n) = d["metadata"]["name"].as_str()
+        {
+            defined.insert(n.to_string());
+        }
+        if d["kind"] == "Cluster"
+            && let Some(n) = d
+                .pointer("/spec/topology/classRef/name")
+                .and_then(|v| v.as_str())
+        {
+            classes.insert(n.to_string());
+        }
+    }
+    let mut texts = Vec::new();
+    for name in classes.difference(&defined) {
+        texts.push(class_file(name).ok_or_else(|| RenderError::MissingClusterClass(name.clone()))?);
+    }
+    texts.push(flavor.to_string());
+    let mut missing = BTreeSet::new();
+    let mut out = Vec::new();
+    for t in &texts {
+        match render(t, vars) {
+            Ok(r) => out.push(r),
+            Err(RenderError::Missing(m)) => missing.extend(m),
+            Err(e) => return Err(e),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(RenderError::Missing(missing.into_iter().collect()));
+    }
+    Ok(out
+        .iter()
+        .map(|r| r.trim_end().to_string())
+        .collect::<Vec<_>>()
+        .join("\n---\n"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +385,28 @@ mod tests {
             render("${A B}", &vars(&[])),
             Err(RenderError::BadReference(_))
         ));
+    }
+
+    #[test]
+    fn generate_cluster_adds_the_referenced_class_first() {
+        let flavor =
+            "kind: Cluster\nmetadata: {name: ${N}}\nspec: {topology: {classRef: {name: c1}}}\n";
+        let class = "kind: ClusterClass\nmetadata: {name: c1, namespace: ${NS}}\n";
+        let files = |n: &str| (n == "c1").then(|| class.to_string());
+        let out = generate_cluster(flavor, files, &vars(&[("N", "a"), ("NS", "b")])).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out).unwrap();
+        assert_eq!(docs.len(), 2);
+        assert_eq!(docs[0]["kind"], "ClusterClass");
+        assert_eq!(docs[0]["metadata"]["namespace"], "b");
+        assert_eq!(docs[1]["metadata"]["name"], "a");
+        assert_eq!(
+            generate_cluster(flavor, files, &vars(&[])).unwrap_err(),
+            RenderError::Missing(vec!["N".into(), "NS".into()])
+        );
+        assert_eq!(
+            generate_cluster(flavor, |_| None, &vars(&[("N", "a")])).unwrap_err(),
+            RenderError::MissingClusterClass("c1".into())
+        );
     }
 
     #[test]

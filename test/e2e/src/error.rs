@@ -65,6 +65,10 @@ pub enum E2eError {
     /// A scenario's expectation did not hold.
     #[error("expectation failed: {0}")]
     Expectation(String),
+    /// A managed topology cannot be reconciled (its ClusterClass, variables
+    /// or patches).
+    #[error("topology: {0}")]
+    Topology(#[from] crate::standin::topology::TopologyError),
 }
 
 impl E2eError {
@@ -82,6 +86,7 @@ impl E2eError {
             E2eError::Controller(_) => "controller",
             E2eError::Sim(_) => "pve_sim",
             E2eError::Expectation(_) => "expectation",
+            E2eError::Topology(_) => "topology",
         }
     }
 

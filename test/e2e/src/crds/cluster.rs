@@ -8,6 +8,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::clusterclass::Topology;
 use super::meta::{Condition, ContractRef, FailureDomain, Opaque};
 
 /// `Cluster.spec` (subset; unknown fields are pruned by the minimal CRD).
@@ -57,6 +58,10 @@ pub struct ClusterSpec {
     /// The InfraCluster (a ProxmoxCluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub infrastructure_ref: Option<ContractRef>,
+    /// A managed topology: the topology controller makes the InfraCluster,
+    /// the control plane and the MachineDeployments from a ClusterClass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<Topology>,
 }
 
 /// `controlPlaneEndpoint`: host and port (1..65535).

@@ -90,6 +90,28 @@ impl Opaque {
     }
 }
 
+/// Any JSON value kept verbatim (`x-kubernetes-preserve-unknown-fields`
+/// without a type): ClusterClass variable values and JSON patch values.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(transparent)]
+pub struct AnyValue(pub serde_json::Value);
+
+impl JsonSchema for AnyValue {
+    fn schema_name() -> Cow<'static, str> {
+        "AnyValue".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "x-kubernetes-preserve-unknown-fields": true
+        })
+    }
+}
+
 impl JsonSchema for Opaque {
     fn schema_name() -> Cow<'static, str> {
         "Opaque".into()

@@ -11,6 +11,7 @@
 
 pub mod bootstrap;
 pub mod cluster;
+pub mod clusterclass;
 pub mod controlplane;
 pub mod ipam;
 pub mod machine;
@@ -22,6 +23,7 @@ use kube::CustomResourceExt;
 
 pub use bootstrap::{KubeadmConfig, KubeadmConfigSpec, KubeadmConfigTemplate};
 pub use cluster::{ApiEndpoint, Cluster, ClusterSpec};
+pub use clusterclass::{ClusterClass, KubeadmControlPlaneTemplate, Topology};
 pub use controlplane::{KubeadmControlPlane, KubeadmControlPlaneSpec};
 pub use ipam::{IPAddress, IPAddressClaim, InClusterIPPool, PoolRef};
 pub use machine::{Machine, MachineSpec};
@@ -40,10 +42,12 @@ pub const INFRASTRUCTURE_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 pub fn all() -> Vec<CustomResourceDefinition> {
     vec![
         Cluster::crd(),
+        ClusterClass::crd(),
         Machine::crd(),
         MachineSet::crd(),
         MachineDeployment::crd(),
         KubeadmControlPlane::crd(),
+        KubeadmControlPlaneTemplate::crd(),
         KubeadmConfig::crd(),
         KubeadmConfigTemplate::crd(),
         IPAddressClaim::crd(),
@@ -83,10 +87,12 @@ mod tests {
             names,
             [
                 "clusters.cluster.x-k8s.io",
+                "clusterclasses.cluster.x-k8s.io",
                 "machines.cluster.x-k8s.io",
                 "machinesets.cluster.x-k8s.io",
                 "machinedeployments.cluster.x-k8s.io",
                 "kubeadmcontrolplanes.controlplane.cluster.x-k8s.io",
+                "kubeadmcontrolplanetemplates.controlplane.cluster.x-k8s.io",
                 "kubeadmconfigs.bootstrap.cluster.x-k8s.io",
                 "kubeadmconfigtemplates.bootstrap.cluster.x-k8s.io",
                 "ipaddressclaims.ipam.cluster.x-k8s.io",

@@ -14,8 +14,9 @@
 //!   first (waited for), then the control plane (waited for), then the
 //!   InfraCluster last (waited for), then the finalizer goes.
 //!
-//! Simpler than CAPI: no topology/ClusterClass, no MachinePools, no
-//! `RemoteConnectionProbe`, conditions limited to the two above.
+//! Simpler than CAPI: no MachinePools, no
+//! `RemoteConnectionProbe`, conditions limited to the two above (the
+//! topology controller, [`super::topology`], adds `TopologyReconciled`).
 
 use std::sync::Arc;
 

@@ -16,6 +16,7 @@
 //! | [`ipam`] | the in-cluster IPAM provider (claims, addresses, pools) |
 //! | [`node`] | kubelets: a Node per booted VM of the Proxmox simulator |
 //! | [`workload`] | the workload cluster's Node registry |
+//! | [`topology`] | CAPI's topology controller (ClusterClass: InfraCluster, control plane and MachineDeployments from the class's patched templates; template rotation) |
 //!
 //! Where the stand-in is knowingly simpler than the real controllers, the
 //! module header of each says so.
@@ -33,6 +34,7 @@ pub mod machineset;
 pub mod meta;
 pub mod names;
 pub mod node;
+pub mod topology;
 pub mod workload;
 
 use std::sync::Arc;
@@ -206,7 +208,7 @@ impl std::fmt::Debug for StandIn {
 
 impl StandIn {
     /// Starts every controller (Cluster, Machine, MachineSet,
-    /// MachineDeployment, KubeadmControlPlane, KubeadmConfig, IPAM claims and
+    /// MachineDeployment, topology, KubeadmControlPlane, KubeadmConfig, IPAM claims and
     /// pools). The CAPI CRDs ([`crate::crds`]) and the infra kinds must be
     /// installed. Nodes are kept in `nodes`.
     ///
@@ -238,6 +240,7 @@ impl StandIn {
             tokio::spawn(machine::run(ctx.clone(), infra_machines)),
             tokio::spawn(machineset::run(ctx.clone())),
             tokio::spawn(machinedeployment::run(ctx.clone())),
+            tokio::spawn(topology::run(ctx.clone())),
             tokio::spawn(kcp::run(ctx.clone())),
             tokio::spawn(bootstrap::run(ctx.clone())),
             tokio::spawn(ipam::run_claims(ctx.clone())),

@@ -44,23 +44,30 @@ fn release_folder_is_a_clusterctl_repository() {
         "clusterctl's layout: <type>-<name>/<version>/"
     );
 
-    // The files clusterctl fetches, and every flavor of templates/.
+    // The files clusterctl fetches, every flavor of templates/ and the
+    // ClusterClasses they name (clusterctl fetches `clusterclass-<name>.yaml`).
     let mut want: BTreeSet<String> = ["infrastructure-components.yaml", "metadata.yaml"]
         .map(String::from)
         .into();
     for e in std::fs::read_dir(root().join("templates")).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
-        if name.starts_with("cluster-template") && name.ends_with(".yaml") {
+        if (name.starts_with("cluster-template") || name.starts_with("clusterclass-"))
+            && name.ends_with(".yaml")
+        {
             want.insert(name);
         }
     }
     assert!(want.contains("cluster-template.yaml"));
+    assert!(want.contains("clusterclass-capmox.yaml"));
     let got: BTreeSet<String> = std::fs::read_dir(&repo)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(got, want);
-    for name in want.iter().filter(|n| n.starts_with("cluster-template")) {
+    for name in want
+        .iter()
+        .filter(|n| n.starts_with("cluster-template") || n.starts_with("clusterclass-"))
+    {
         assert_eq!(
             std::fs::read(repo.join(name)).unwrap(),
             std::fs::read(root().join("templates").join(name)).unwrap(),

@@ -7,9 +7,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use capmox_controller::api::{ProxmoxCluster, ProxmoxMachineTemplate, crd, validation};
+use capmox_controller::api::{
+    ProxmoxCluster, ProxmoxClusterTemplate, ProxmoxMachineTemplate, crd, validation,
+};
 use capmox_e2e::clusterctl::{self, RenderError};
-use serde_json::Value;
+use capmox_e2e::crds::{Cluster, ClusterClass, Topology};
+use capmox_e2e::standin::topology;
+use serde_json::{Value, json};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -87,8 +91,15 @@ fn schema_of(kind: &str) -> Value {
 fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Value> {
     let text = clusterctl::render(&read(template), vars).unwrap();
     let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    check_objects(template, &docs);
+    docs
+}
+
+/// Checks every object of our group in `docs`: the CRD's CEL rules, the
+/// provider's validation, no field unknown to the API types.
+fn check_objects(template: &str, docs: &[Value]) {
     let cel = kube_cel::Validator::new();
-    for doc in &docs {
+    for doc in docs {
         let kind = doc["kind"].as_str().unwrap();
         if kind == "Secret" {
             // clusterctl move takes a Secret along only when it is labelled
@@ -126,6 +137,10 @@ fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Valu
                 let t: ProxmoxMachineTemplate = serde_json::from_value(doc.clone()).unwrap();
                 validation::validate_machine_template(&t.spec)
             }
+            "ProxmoxClusterTemplate" => {
+                let t: ProxmoxClusterTemplate = serde_json::from_value(doc.clone()).unwrap();
+                validation::validate_cluster_template(&t.spec)
+            }
             other => panic!("unexpected kind {other}"),
         };
         assert!(problems.is_empty(), "{template}: {kind}: {problems:?}");
@@ -134,6 +149,9 @@ fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Valu
             "ProxmoxCluster" => {
                 serde_json::to_value(serde_json::from_value::<ProxmoxCluster>(doc.clone()).unwrap())
             }
+            "ProxmoxClusterTemplate" => serde_json::to_value(
+                serde_json::from_value::<ProxmoxClusterTemplate>(doc.clone()).unwrap(),
+            ),
             _ => serde_json::to_value(
                 serde_json::from_value::<ProxmoxMachineTemplate>(doc.clone()).unwrap(),
             ),
@@ -146,7 +164,6 @@ fn render_and_check(template: &str, vars: &BTreeMap<String, String>) -> Vec<Valu
             "{template}: {kind} has fields the API does not know"
         );
     }
-    docs
 }
 
 /// Empty lists mean "unset", which the types serialise as absent.
@@ -287,6 +304,8 @@ fn every_variable_is_documented() {
     for t in [
         "templates/cluster-template.yaml",
         "templates/cluster-template-multi-instance.yaml",
+        "templates/cluster-template-topology.yaml",
+        "templates/clusterclass-capmox.yaml",
     ] {
         for v in clusterctl::variables(&read(t)).unwrap() {
             assert!(
@@ -295,5 +314,256 @@ fn every_variable_is_documented() {
                 v.name
             );
         }
+    }
+}
+
+/// `clusterctl generate cluster --flavor topology`: the flavor plus the
+/// ClusterClass it names, from `templates/clusterclass-<name>.yaml`.
+fn generate_topology(vars: &BTreeMap<String, String>) -> Vec<Value> {
+    let text = clusterctl::generate_cluster(
+        &read("templates/cluster-template-topology.yaml"),
+        |name| {
+            std::fs::read_to_string(root().join(format!("templates/clusterclass-{name}.yaml"))).ok()
+        },
+        vars,
+    )
+    .unwrap();
+    serde_saphyr::from_multiple(&text).unwrap()
+}
+
+fn one<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
+}
+
+/// The topology stand-in's desired state for the rendered documents.
+fn topology_desired(docs: &[Value]) -> (topology::desired::Desired, Topology) {
+    let class: ClusterClass =
+        serde_json::from_value(one(docs, "ClusterClass", "capmox").clone()).unwrap();
+    let cluster: Cluster = serde_json::from_value(one(docs, "Cluster", "wl1").clone()).unwrap();
+    let topo = cluster.spec.topology.clone().unwrap();
+    let tmpl =
+        |r: &capmox_e2e::crds::clusterclass::TemplateRef| one(docs, &r.kind, &r.name).clone();
+    let spec = &class.spec;
+    let templates = topology::desired::ClassTemplates {
+        infrastructure: tmpl(&spec.infrastructure.template_ref),
+        control_plane: tmpl(&spec.control_plane.template_ref),
+        control_plane_machine: spec
+            .control_plane
+            .machine_infrastructure
+            .as_ref()
+            .map(|m| tmpl(&m.template_ref)),
+        workers: spec
+            .workers
+            .iter()
+            .flat_map(|w| &w.machine_deployments)
+            .map(|md| {
+                (
+                    md.class.clone(),
+                    (
+                        tmpl(&md.bootstrap.template_ref),
+                        tmpl(&md.infrastructure.template_ref),
+                    ),
+                )
+            })
+            .collect(),
+    };
+    let d = topology::desired::desired("wl1", "default", &topo, spec, &templates).unwrap();
+    (d, topo)
+}
+
+/// The objects the topology controller would make of our kinds, as documents.
+fn topology_objects(d: &topology::desired::Desired) -> Vec<Value> {
+    let mut out = vec![json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1alpha3",
+        "kind": "ProxmoxCluster",
+        "metadata": {"name": "wl1-x"},
+        "spec": d.infrastructure_spec(),
+    })];
+    out.extend(d.control_plane_machine.iter().cloned());
+    out.extend(
+        d.machine_deployments
+            .iter()
+            .map(|m| m.infrastructure.clone()),
+    );
+    out
+}
+
+#[test]
+fn topology_flavor_renders_with_its_cluster_class_and_validates() {
+    let docs = generate_topology(&multi_vars());
+    assert_eq!(
+        kinds(&docs),
+        [
+            "ClusterClass",
+            "ProxmoxClusterTemplate",
+            "KubeadmControlPlaneTemplate",
+            "ProxmoxMachineTemplate",
+            "ProxmoxMachineTemplate",
+            "KubeadmConfigTemplate",
+            "Cluster",
+            "Secret",
+            "Secret",
+            "Secret",
+        ]
+    );
+    // The class's own templates, as applied, pass the webhooks' checks.
+    check_objects("clusterclass-capmox.yaml", &docs);
+    let (d, topo) = topology_desired(&docs);
+    // What the topology controller makes of them passes too.
+    check_objects("topology (desired)", &topology_objects(&d));
+
+    let pc = d.infrastructure_spec();
+    assert_eq!(
+        pc["controlPlaneEndpoint"],
+        json!({"host": "10.10.0.5", "port": 6443})
+    );
+    assert_eq!(pc["settings"]["mode"], "MultiInstance");
+    assert_eq!(pc["providerIDFormat"], "UUID");
+    assert_eq!(pc["dnsServers"], json!(["1.1.1.1", "8.8.8.8"]));
+    let instances = pc["settings"]["instances"].as_array().unwrap();
+    let names: Vec<&str> = instances
+        .iter()
+        .map(|i| i["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["dc-a", "dc-b", "dc-c"]);
+    assert_eq!(
+        instances[1]["credentialsRef"]["name"],
+        "wl1-dc-b-credentials"
+    );
+    assert_eq!(
+        instances[2]["network"]["ipv4Config"],
+        json!({"addresses": ["10.30.0.100-10.30.0.200"], "prefix": 24, "gateway": "10.30.0.1"})
+    );
+    assert_eq!(
+        instances[0]["template"]["templateSelector"],
+        json!({"matchTags": ["capmox"], "matchPolicy": "bestSubset"})
+    );
+
+    let cp = d.control_plane_machine.as_ref().unwrap();
+    let cp_spec = &cp["spec"]["template"]["spec"];
+    assert_eq!(
+        (
+            cp_spec["numSockets"].clone(),
+            cp_spec["numCores"].clone(),
+            cp_spec["memoryMiB"].clone()
+        ),
+        (json!(1), json!(2), json!(4096))
+    );
+    assert_eq!(cp_spec["disks"]["bootVolume"]["sizeGb"], 40);
+    assert_eq!(cp_spec["tags"], json!(["kubernetes"]));
+
+    let fds: Vec<(&str, &str)> = d
+        .machine_deployments
+        .iter()
+        .map(|m| {
+            (
+                m.topology_name.as_str(),
+                m.failure_domain.as_deref().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        fds,
+        [
+            ("md-dc-a", "dc-a"),
+            ("md-dc-b", "dc-b"),
+            ("md-dc-c", "dc-c")
+        ]
+    );
+    for m in &d.machine_deployments {
+        assert_eq!(m.replicas, Some(1));
+        assert_eq!(
+            m.infrastructure["spec"]["template"]["spec"]["memoryMiB"],
+            8192
+        );
+        assert_eq!(m.infrastructure["spec"]["template"]["spec"]["numCores"], 4);
+    }
+
+    // The control plane: the class's kubeadm config with the kube-vip
+    // manifest announcing the endpoint, the topology's version and replicas.
+    let kcp = d.control_plane_spec(
+        &topo,
+        Some((
+            "infrastructure.cluster.x-k8s.io",
+            "ProxmoxMachineTemplate",
+            "t",
+        )),
+    );
+    assert_eq!(kcp["version"], "v1.33.4");
+    assert_eq!(kcp["replicas"], 3);
+    let files = kcp["kubeadmConfigSpec"]["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0]["path"], "/etc/kubernetes/manifests/kube-vip.yaml");
+    let manifest: Value = serde_saphyr::from_str(files[0]["content"].as_str().unwrap()).unwrap();
+    let env = &manifest["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "address", "value": "10.10.0.5"})),
+        "{env}"
+    );
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "port", "value": "6443"})),
+        "{env}"
+    );
+    assert_eq!(
+        kcp["kubeadmConfigSpec"]["users"][0]["sshAuthorizedKeys"],
+        json!([])
+    );
+}
+
+#[test]
+fn topology_variables_change_only_what_they_patch_and_default_from_the_class() {
+    let mut v = multi_vars();
+    v.insert("WORKER_MEMORY_MIB".into(), "16384".into());
+    let (d, _) = topology_desired(&generate_topology(&v));
+    for m in &d.machine_deployments {
+        assert_eq!(
+            m.infrastructure["spec"]["template"]["spec"]["memoryMiB"],
+            16384
+        );
+    }
+    let cp = d.control_plane_machine.as_ref().unwrap();
+    assert_eq!(cp["spec"]["template"]["spec"]["memoryMiB"], 4096);
+
+    // A Cluster that leaves out optional variables gets the class's schema
+    // defaults (the same values as the flavor's defaults).
+    let mut docs = generate_topology(&multi_vars());
+    let cluster = docs.iter_mut().find(|d| d["kind"] == "Cluster").unwrap();
+    let vars = cluster["spec"]["topology"]["variables"]
+        .as_array_mut()
+        .unwrap();
+    vars.retain(|x| {
+        matches!(
+            x["name"].as_str(),
+            Some("controlPlaneEndpoint" | "instances")
+        )
+    });
+    for i in vars[1]["value"].as_array_mut().unwrap() {
+        i.as_object_mut().unwrap().remove("controlPlane");
+        i["network"].as_object_mut().unwrap().remove("bridge");
+    }
+    let (defaulted, _) = topology_desired(&docs);
+    let (flavor, _) = topology_desired(&generate_topology(&multi_vars()));
+    assert_eq!(defaulted, flavor);
+}
+
+#[test]
+fn every_cluster_class_variable_is_documented() {
+    let doc = read("docs/clusterclass.md");
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&read("templates/clusterclass-capmox.yaml")).unwrap();
+    let class: ClusterClass = serde_json::from_value(docs[0].clone()).unwrap();
+    assert!(!class.spec.variables.is_empty());
+    for v in &class.spec.variables {
+        assert!(
+            doc.contains(&format!("`{}`", v.name)),
+            "ClusterClass variable {} is not in docs/clusterclass.md",
+            v.name
+        );
     }
 }
