@@ -207,6 +207,96 @@ impl fmt::Display for Endpoint {
     }
 }
 
+impl Endpoint {
+    /// A stable lower-camel-case name (`agentRead`), for status fields.
+    pub fn name(self) -> &'static str {
+        match self {
+            Endpoint::ClusterStatus => "clusterStatus",
+            Endpoint::VmRead => "vmRead",
+            Endpoint::VmClone => "vmClone",
+            Endpoint::VmConfigure => "vmConfigure",
+            Endpoint::VmPower => "vmPower",
+            Endpoint::VmDestroy => "vmDestroy",
+            Endpoint::AgentRead => "agentRead",
+            Endpoint::AgentExec => "agentExec",
+            Endpoint::StorageRead => "storageRead",
+            Endpoint::StorageUpload => "storageUpload",
+            Endpoint::StorageDelete => "storageDelete",
+            Endpoint::HaRead => "haRead",
+            Endpoint::HaWrite => "haWrite",
+        }
+    }
+}
+
+/// A check of an endpoint that the held privileges do not pass.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingPrivilege {
+    /// The endpoint group that needs it.
+    pub endpoint: Endpoint,
+    /// The privilege (`VM.GuestAgent.Audit`), or the alternatives joined by
+    /// ` or ` when one of several is enough.
+    pub privilege: String,
+    /// The ACL path template (`/vms/{vmid}`).
+    pub path: &'static str,
+}
+
+impl fmt::Display for MissingPrivilege {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} on {}", self.privilege, self.path)
+    }
+}
+
+/// The checks of `endpoints` on PVE `major` that `held` (the answer of
+/// `GET /access/permissions` without a path: effective privileges per ACL
+/// path, propagation applied) does not pass, in the order given, each
+/// missing privilege once per endpoint.
+///
+/// A check on `/vms/{vmid}` passes when `/vms` or a pool path (`/pool/…`,
+/// a pool-scoped token) holds it; on `/storage/{storage}` when `/storage`
+/// holds it; on `/` when `/` holds it.
+pub fn missing(
+    held: &crate::api::access::Permissions,
+    major: u32,
+    endpoints: &[Endpoint],
+) -> Vec<MissingPrivilege> {
+    let has = |path: AclPath, privilege: &str| -> bool {
+        match path {
+            AclPath::Root => held.has("/", privilege),
+            AclPath::Storage => held.has("/storage", privilege),
+            AclPath::Vm => {
+                held.has("/vms", privilege)
+                    || held
+                        .paths()
+                        .filter(|p| p.starts_with("/pool/"))
+                        .any(|p| held.has(p, privilege))
+            }
+        }
+    };
+    let mut out = Vec::new();
+    for e in endpoints {
+        for c in e.checks(major) {
+            if c.any {
+                if !c.privileges.iter().any(|p| has(c.path, p)) {
+                    out.push(MissingPrivilege {
+                        endpoint: *e,
+                        privilege: c.privileges.join(" or "),
+                        path: c.path.template(),
+                    });
+                }
+            } else {
+                for p in c.privileges.iter().filter(|p| !has(c.path, p)) {
+                    out.push(MissingPrivilege {
+                        endpoint: *e,
+                        privilege: (*p).to_string(),
+                        path: c.path.template(),
+                    });
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The privileges of PVE 9 that PVE 8 does not have.
 pub const ONLY_PVE9: &[&str] = &[
     "VM.GuestAgent.Audit",
@@ -254,6 +344,53 @@ mod tests {
             ["VM.GuestAgent.Unrestricted"]
         );
         assert_eq!(names(Endpoint::AgentRead, 7), ["VM.Monitor"]);
+    }
+
+    /// docs/field-cases.md B31: the token of the case (VM.Audit, VM.Clone,
+    /// VM.PowerMgmt, VM.Config.* on /vms) lacks the agent privilege of each
+    /// version, named with its path.
+    #[test]
+    fn missing_privileges_per_version() {
+        use crate::api::access::Permissions;
+        let vms: &[&str] = &[
+            "VM.Audit",
+            "VM.Clone",
+            "VM.PowerMgmt",
+            "VM.Config.CDROM",
+            "VM.Config.CPU",
+            "VM.Config.Disk",
+            "VM.Config.Memory",
+            "VM.Config.Network",
+            "VM.Config.Options",
+        ];
+        let held = Permissions::from_paths([("/vms", vms)]);
+        let text = |major| {
+            missing(
+                &held,
+                major,
+                &[Endpoint::VmRead, Endpoint::AgentRead, Endpoint::HaWrite],
+            )
+            .iter()
+            .map(|m| format!("{}: {m}", m.endpoint.name()))
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            text(9),
+            [
+                "agentRead: VM.GuestAgent.Audit or VM.GuestAgent.Unrestricted on /vms/{vmid}",
+                "haWrite: Sys.Console on /"
+            ]
+        );
+        assert_eq!(
+            text(8),
+            [
+                "agentRead: VM.Monitor on /vms/{vmid}",
+                "haWrite: Sys.Console on /"
+            ]
+        );
+        // A pool-scoped token holds VM privileges on its pool.
+        let pool = Permissions::from_paths([("/pool/k8s", &["VM.Audit"][..])]);
+        assert!(missing(&pool, 9, &[Endpoint::VmRead]).is_empty());
     }
 
     #[test]

@@ -879,9 +879,13 @@ fn check_ha_nodes(
         return Err(format!("{what} names no nodes"));
     }
     for n in list {
-        let (name, prio) = n.split_once(':').map_or((n.as_str(), None), |(a, b)| (a, Some(b)));
+        let (name, prio) = n
+            .split_once(':')
+            .map_or((n.as_str(), None), |(a, b)| (a, Some(b)));
         if !nodes.contains(name) || prio.is_some_and(|p| p.parse::<u32>().is_err()) {
-            return Err(format!("{what}: '{n}' is not node[:priority] of a node of this cluster"));
+            return Err(format!(
+                "{what}: '{n}' is not node[:priority] of a node of this cluster"
+            ));
         }
     }
     Ok(())

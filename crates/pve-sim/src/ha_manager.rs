@@ -112,9 +112,7 @@ pub(crate) fn place(cluster: &Arc<Cluster>, vmid: u32) {
             let st = cluster.lock();
             let Some(vm) = st.vms.get(&vmid) else { return };
             match preferred_nodes(&st, vmid, major(&cluster)) {
-                Some(nodes) if !nodes.is_empty() && !nodes.contains(&vm.node) => {
-                    nodes[0].clone()
-                }
+                Some(nodes) if !nodes.is_empty() && !nodes.contains(&vm.node) => nodes[0].clone(),
                 _ => return,
             }
         };

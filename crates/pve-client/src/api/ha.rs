@@ -328,7 +328,11 @@ impl PveClient {
         let mut q = Form::new();
         q.push_opt_bool("purge", purge);
         let _: Option<serde_json::Value> = self
-            .call(Call::delete("/cluster/ha/resources/{sid}", sid_path(sid), q))
+            .call(Call::delete(
+                "/cluster/ha/resources/{sid}",
+                sid_path(sid),
+                q,
+            ))
             .await?;
         Ok(())
     }

@@ -114,7 +114,11 @@ mod tests {
             ("0", false),
             ("enabled=0", false),
         ] {
-            assert_eq!(AgentOption::parse(value).unwrap().enabled, enabled, "{value}");
+            assert_eq!(
+                AgentOption::parse(value).unwrap().enabled,
+                enabled,
+                "{value}"
+            );
         }
     }
 }

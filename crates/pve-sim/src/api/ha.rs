@@ -82,9 +82,7 @@ pub(crate) fn create(ctx: &Ctx) -> ApiResult {
     {
         let mut st = ctx.cluster.lock();
         if !st.vms.contains_key(&vmid) {
-            return Err(ApiError::internal(format!(
-                "unable to find VM '{vmid}'"
-            )));
+            return Err(ApiError::internal(format!("unable to find VM '{vmid}'")));
         }
         if st.ha.contains_key(&vmid) {
             return Err(ApiError::internal(format!(
@@ -196,7 +194,10 @@ pub(crate) fn migrate(ctx: &Ctx, relocate: bool) -> ApiResult {
             )));
         }
         if !st.nodes.contains_key(&node) {
-            return Err(ApiError::param("node", format!("no such cluster node '{node}'")));
+            return Err(ApiError::param(
+                "node",
+                format!("no such cluster node '{node}'"),
+            ));
         }
     }
     ha_manager::queue_migrate(&ctx.cluster, vmid, node.clone());
@@ -314,11 +315,7 @@ pub(crate) fn update_rule(ctx: &Ctx) -> ApiResult {
             }
             let unmanaged: Vec<&str> = list
                 .iter()
-                .filter(|sid| {
-                    parse_sid(sid)
-                        .ok()
-                        .is_none_or(|v| !st.ha.contains_key(&v))
-                })
+                .filter(|sid| parse_sid(sid).ok().is_none_or(|v| !st.ha.contains_key(&v)))
                 .map(String::as_str)
                 .collect();
             if !unmanaged.is_empty() {
@@ -328,9 +325,10 @@ pub(crate) fn update_rule(ctx: &Ctx) -> ApiResult {
                 )));
             }
         }
-        let r = st.ha_rules.get_mut(&id).ok_or_else(|| {
-            ApiError::internal(format!("HA rule '{id}' does not exist"))
-        })?;
+        let r = st
+            .ha_rules
+            .get_mut(&id)
+            .ok_or_else(|| ApiError::internal(format!("HA rule '{id}' does not exist")))?;
         if let Some(list) = resources {
             r.resources = list;
         }

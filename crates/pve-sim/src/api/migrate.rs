@@ -33,15 +33,25 @@ pub(crate) fn migrate(ctx: &Ctx) -> ApiResult {
     if super::power::ha_managed(ctx, vmid) {
         let spec = task_spec(ctx, &node, "hamigrate", vmid, 0.0);
         let upid = worker::spawn(&ctx.cluster, spec, move |t| async move {
-            t.log(format!("Requesting HA migration for VM {vmid} to node {target}"));
+            t.log(format!(
+                "Requesting HA migration for VM {vmid} to node {target}"
+            ));
             ha_manager::queue_migrate(&t.cluster, vmid, target);
             Ok(TaskOk::default())
         });
         return Ok(Reply::data(json!(upid)));
     }
-    let spec = task_spec(ctx, &node, "qmigrate", vmid, ctx.cluster.cfg.timings.migrate);
+    let spec = task_spec(
+        ctx,
+        &node,
+        "qmigrate",
+        vmid,
+        ctx.cluster.cfg.timings.migrate,
+    );
     let upid = worker::spawn(&ctx.cluster, spec, move |t| async move {
-        t.log(format!("starting migration of VM {vmid} to node '{target}'"));
+        t.log(format!(
+            "starting migration of VM {vmid} to node '{target}'"
+        ));
         ha_manager::migrate(&t.cluster, vmid, &target).await?;
         t.log("migration finished successfully");
         Ok(TaskOk::default())

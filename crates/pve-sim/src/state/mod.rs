@@ -600,7 +600,10 @@ impl ClusterState {
     /// Proxmox's section-config digests: 40 hex digits that change with
     /// every write.
     pub fn ha_digest(&self) -> String {
-        format!("{:040x}", self.ha_serial.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        format!(
+            "{:040x}",
+            self.ha_serial.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        )
     }
 
     /// Configured storage by name.

@@ -46,7 +46,9 @@ use crate::api::{
     ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 use crate::capi::core::Endpoint;
-use crate::conditions::{self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, READY, Status};
+use crate::conditions::{
+    self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, PRIVILEGES_READY, READY, Status,
+};
 use crate::instances::{EffectiveInstance, effective_instances};
 use crate::reasons::Reason;
 
@@ -218,6 +220,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 version: p.version.clone(),
                 message: p.message.clone(),
                 selected: (selected.as_deref() == Some(i.name())).then_some(true),
+                missing_privileges: p.missing_privileges.clone(),
             }
         })
         .collect();
@@ -384,6 +387,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         )
     };
     set(&mut st, instances_cond, gen_, now);
+    let privileges = privileges_condition(&st.instances);
+    set(&mut st, privileges, gen_, now);
 
     let mut warnings: Vec<String> = inp.warnings.iter().map(ToString::to_string).collect();
     if let Some(n) = spread_note {
@@ -469,6 +474,35 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         status: st,
         copy_endpoint,
         events,
+    }
+}
+
+/// `PrivilegesReady`: what each instance's token lacks, by privilege and
+/// path (docs/field-cases.md B31); only the operations needing them wait.
+fn privileges_condition(instances: &[InstanceStatus]) -> Desired {
+    let lacking: Vec<String> = instances
+        .iter()
+        .filter(|i| !i.missing_privileges.is_empty())
+        .map(|i| {
+            format!(
+                "{}: the token lacks {}",
+                i.name,
+                super::probe::privileges::describe(&i.missing_privileges)
+            )
+        })
+        .collect();
+    if lacking.is_empty() {
+        Desired::new(
+            PRIVILEGES_READY,
+            Status::True,
+            &Reason::CredentialsValid(String::new()),
+        )
+    } else {
+        Desired::new(
+            PRIVILEGES_READY,
+            Status::False,
+            &Reason::MissingPrivileges(lacking.join("; ")),
+        )
     }
 }
 

@@ -46,6 +46,7 @@ fn ok(nodes: &[&str]) -> ProbeResult {
         nodes: nodes.iter().map(|s| s.to_string()).collect(),
         message: None,
         identity: None,
+        missing_privileges: Vec::new(),
     }
 }
 

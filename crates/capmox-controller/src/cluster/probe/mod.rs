@@ -3,6 +3,7 @@
 //!
 //! One probe = `GET /version` and `GET /cluster/status` (concurrently), then
 //! — when the instance names a template — `GET /cluster/resources?type=vm`,
+//! then `GET /access/permissions` (what the token lacks, [`privileges`]),
 //! all under one per-instance timeout, so a datacenter that does not answer
 //! costs at most that long and never delays the others (the executor probes
 //! every instance concurrently).
@@ -19,8 +20,10 @@
 //! | this file | [`probe`] (the calls) and [`evaluate`] (judging the answers) |
 //! | [`describe`] | the message and credential state of an error |
 //! | [`template`] | whether the instance's template is usable |
+//! | [`privileges`] | the privileges the token lacks for the features in use |
 
 mod describe;
+pub mod privileges;
 mod template;
 
 use std::collections::BTreeSet;
@@ -61,6 +64,9 @@ pub struct ProbeResult {
     pub message: Option<String>,
     /// The Proxmox cluster's identity learned from `/cluster/status`.
     pub identity: Option<crate::clients::Identity>,
+    /// Privileges the token lacks for the features in use
+    /// ([`privileges::missing`]); they do not make the instance unready.
+    pub missing_privileges: Vec<crate::api::MissingPrivilege>,
 }
 
 impl ProbeResult {
@@ -73,6 +79,7 @@ impl ProbeResult {
             nodes: Vec::new(),
             message: Some(message.into()),
             identity: None,
+            missing_privileges: Vec::new(),
         }
     }
 }
@@ -127,7 +134,20 @@ async fn probe_calls(api: &dyn ProxmoxApi, inst: &EffectiveInstance) -> ProbeRes
         },
         None => None,
     };
-    evaluate(&origin, inst, &version, &status, resources.as_deref())
+    let held = match api.permissions(None).await {
+        Ok(p) => p,
+        Err(e) => {
+            let (m, c) = describe_pve(&e, &origin);
+            let mut r = ProbeResult::failed(c, m);
+            r.version = Some(version_text(&version));
+            return r;
+        }
+    };
+    let mut r = evaluate(&origin, inst, &version, &status, resources.as_deref());
+    // An unreadable version is taken as the newest table (PVE 9).
+    let major = version.major().unwrap_or(9);
+    r.missing_privileges = privileges::missing(inst, major, &held);
+    r
 }
 
 fn version_text(v: &VersionInfo) -> String {
@@ -216,6 +236,7 @@ pub fn evaluate(
             Some(format!("{origin}: {}", problems.join("; ")))
         },
         identity: Some(identity_from_status(origin, status)),
+        missing_privileges: Vec::new(),
     }
 }
 

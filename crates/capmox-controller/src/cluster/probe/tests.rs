@@ -88,6 +88,7 @@ fn healthy_instance() {
             nodes: vec!["pve1".into(), "pve3".into()],
             message: None,
             identity: Some(crate::clients::Identity::new("cluster:dc-a")),
+            missing_privileges: Vec::new(),
         }
     );
     let r = evaluate(
