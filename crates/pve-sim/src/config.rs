@@ -792,12 +792,10 @@ impl ClusterConfig {
             return err("ha_rules: HA rules exist from PVE 9 on; configure ha_groups".into());
         }
         for g in &self.ha_groups {
-            check_ha_nodes(&format!("HA group '{}'", g.group), &g.nodes, &nodes)
-                .or_else(|m| err(m))?;
+            check_ha_nodes(&format!("HA group '{}'", g.group), &g.nodes, &nodes).or_else(&err)?;
         }
         for r in &self.ha_rules {
-            check_ha_nodes(&format!("HA rule '{}'", r.rule), &r.nodes, &nodes)
-                .or_else(|m| err(m))?;
+            check_ha_nodes(&format!("HA rule '{}'", r.rule), &r.nodes, &nodes).or_else(&err)?;
             if r.resources.is_empty() {
                 return err(format!("HA rule '{}' lists no resources", r.rule));
             }

@@ -80,7 +80,7 @@ pub(crate) fn preferred_nodes(st: &ClusterState, vmid: u32, major: u32) -> Optio
     let list: Vec<(String, u32)> = if major >= 9 {
         st.ha_rules
             .values()
-            .filter(|r| !r.disable && r.resources.iter().any(|x| *x == sid))
+            .filter(|r| !r.disable && r.resources.contains(&sid))
             .flat_map(|r| parse_nodes(&r.nodes))
             .collect()
     } else {

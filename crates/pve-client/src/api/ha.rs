@@ -231,7 +231,7 @@ impl HaRule {
     /// Whether the rule lists `sid`.
     pub fn lists(&self, sid: HaSid) -> bool {
         let want = sid.to_string();
-        self.resources().iter().any(|r| *r == want)
+        self.resources().contains(&want)
     }
 }
 

@@ -24,9 +24,9 @@ pub(crate) fn migrate(ctx: &Ctx) -> ApiResult {
             return Err(ApiError::param("target", "target is local node."));
         }
         if vm.running() && !online {
-            return Err(ApiError::internal(format!(
-                "can't migrate running VM without --online"
-            )));
+            return Err(ApiError::internal(
+                "can't migrate running VM without --online".to_string(),
+            ));
         }
         ha_manager::migrate_check(&st, vmid, &target).map_err(ApiError::internal)?;
     }

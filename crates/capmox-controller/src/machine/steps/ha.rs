@@ -144,7 +144,7 @@ pub async fn unregister(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, cr
         .and_then(|s| s.ha_resource.clone())
         .or_else(|| run.status.ha_resource.clone());
     let Some(sid) = recorded.and_then(|s| s.parse::<HaSid>().ok()) else {
-        return Ok(cleared(run).await?);
+        return cleared(run).await;
     };
     let pve9 = facts.pve_major.is_some_and(|m| m >= 9);
     if pve9
