@@ -17,6 +17,9 @@ pub const PAUSED: &str = "Paused";
 pub const CREDENTIALS_READY: &str = "CredentialsReady";
 /// `InstancesReady` (ProxmoxCluster): every instance is reachable and usable.
 pub const INSTANCES_READY: &str = "InstancesReady";
+/// `PrivilegesReady` (ProxmoxCluster): every instance's token holds the
+/// privileges the features in use need (docs/field-cases.md B31).
+pub const PRIVILEGES_READY: &str = "PrivilegesReady";
 /// `InstanceSelected` (ProxmoxMachine): the Proxmox instance is chosen.
 pub const INSTANCE_SELECTED: &str = "InstanceSelected";
 /// `VirtualMachineProvisioned` (ProxmoxMachine): the VM's lifecycle step.

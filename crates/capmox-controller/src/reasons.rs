@@ -183,6 +183,20 @@ pub enum Reason {
     AdoptionFailed(String),
     /// Looking up a VM that is not where it was (moved).
     WaitingForVirtualMachine(String),
+
+    // ---- Proxmox HA and privileges (docs/field-cases.md B31, B33) ---------
+    /// The VM was made an HA resource (event).
+    HaRegistered(String),
+    /// Making the VM an HA resource failed (retried).
+    HaRegistrationFailed(String),
+    /// The HA the spec asks for cannot be set up as written (a group on PVE
+    /// 9, a rule on PVE 8, a rule that does not exist): a change is needed.
+    HaConfigurationInvalid(String),
+    /// An HA-managed VM was asked to stop; the HA manager has not stopped it yet.
+    WaitingForHaStop(String),
+    /// The instance's token lacks privileges an operation needs
+    /// (`privilege on path`, …): a change of the token's ACLs is needed.
+    MissingPrivileges(String),
     /// The object is gone (finalizer removed): what was removed.
     Deleted(String),
     /// A reconcile failed with an error (Kubernetes API, Proxmox): its
@@ -312,6 +326,11 @@ impl Reason {
             Reason::VirtualMachineStopped(_) => "VirtualMachineStopped",
             Reason::VirtualMachineLocked(_) => "VirtualMachineLocked",
             Reason::WaitingForVirtualMachine(_) => "WaitingForVirtualMachine",
+            Reason::HaRegistered(_) => "HARegistered",
+            Reason::HaRegistrationFailed(_) => "HARegistrationFailed",
+            Reason::HaConfigurationInvalid(_) => "HAConfigurationInvalid",
+            Reason::WaitingForHaStop(_) => "WaitingForHAStop",
+            Reason::MissingPrivileges(_) => "MissingPrivileges",
             Reason::Deleted(_) => "Deleted",
             Reason::ReconcileFailed(_) => "ReconcileFailed",
             Reason::ClusterReady(_) => "Ready",
@@ -407,6 +426,11 @@ impl Reason {
             | Reason::VirtualMachineStopped(m)
             | Reason::VirtualMachineLocked(m)
             | Reason::WaitingForVirtualMachine(m)
+            | Reason::HaRegistered(m)
+            | Reason::HaRegistrationFailed(m)
+            | Reason::HaConfigurationInvalid(m)
+            | Reason::WaitingForHaStop(m)
+            | Reason::MissingPrivileges(m)
             | Reason::Deleted(m)
             | Reason::ReconcileFailed(m)
             | Reason::ClusterReady(m)
@@ -441,7 +465,9 @@ impl Reason {
             | Reason::DuplicateIpAddress(_)
             | Reason::VirtualMachineNotFound(_)
             | Reason::VirtualMachineNotOurs(_)
-            | Reason::VirtualMachineStopped(_) => true,
+            | Reason::VirtualMachineStopped(_)
+            | Reason::HaConfigurationInvalid(_)
+            | Reason::MissingPrivileges(_) => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,
                 PlacementError::NotReady { .. } | PlacementError::NoneEligible(_)

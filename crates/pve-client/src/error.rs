@@ -83,9 +83,16 @@ pub enum TransientCause {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Missing {
     /// The VM: `Configuration file 'nodes/<node>/qemu-server/<vmid>.conf'
-    /// does not exist`, `no such VM`, `no such resource 'vm:<vmid>'`. Also
-    /// what a VM on another node than the one asked answers (VMs move).
+    /// does not exist`, `no such VM`. Also what a VM on another node than
+    /// the one asked answers (VMs move).
     Vm,
+    /// The VM is not an HA resource: `no such resource 'vm:<vmid>'`,
+    /// `cannot delete service 'vm:<vmid>', not HA managed!`.
+    HaResource,
+    /// The HA group: `HA group '<id>' does not exist` (PVE 8).
+    HaGroup,
+    /// The HA rule: `no such ha rule '<id>'`, `HA rule '<id>' does not exist` (PVE 9).
+    HaRule,
     /// The task: `upid: no such task` (the node forgot it, e.g. after a restart).
     Task,
     /// The node: `hostname lookup '<node>' failed`, `no such cluster node`.
@@ -107,8 +114,9 @@ pub enum Missing {
 /// from Proxmox's wording (docs/proxmox-semantics.md §3, §7, §10, §16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ConflictKind {
-    /// The VMID, volume or pool exists already (`VM <id> already exists`,
-    /// `config file already exists`, `File exists`, `… already exists`).
+    /// The VMID, volume, pool or HA resource exists already (`VM <id>
+    /// already exists`, `config file already exists`, `File exists`, `…
+    /// already exists`, `resource ID 'vm:<vmid>' already defined`).
     AlreadyExists,
     /// The VM runs, so the request is refused (`VM <id> is running - destroy failed`).
     VmRunning,
@@ -520,8 +528,15 @@ pub const MESSAGE_PHRASES: &[(&str, MessagePhrase)] = &[
     ("no such vm", MessagePhrase::NotFound(Missing::Vm)),
     (
         "no such resource 'vm:",
-        MessagePhrase::NotFound(Missing::Vm),
+        MessagePhrase::NotFound(Missing::HaResource),
     ),
+    (
+        "not ha managed",
+        MessagePhrase::NotFound(Missing::HaResource),
+    ),
+    ("ha group '", MessagePhrase::NotFound(Missing::HaGroup)),
+    ("no such ha rule", MessagePhrase::NotFound(Missing::HaRule)),
+    ("ha rule '", MessagePhrase::NotFound(Missing::HaRule)),
     ("qemu-server/", MessagePhrase::NotFound(Missing::Vm)),
     ("no such storage", MessagePhrase::NotFound(Missing::Storage)),
     ("storage '", MessagePhrase::NotFound(Missing::Storage)),
@@ -537,6 +552,14 @@ pub const MESSAGE_PHRASES: &[(&str, MessagePhrase)] = &[
     (
         "file exists",
         MessagePhrase::Conflict(ConflictKind::AlreadyExists),
+    ),
+    (
+        "already defined",
+        MessagePhrase::Conflict(ConflictKind::AlreadyExists),
+    ),
+    (
+        "migrated to rules",
+        MessagePhrase::Conflict(ConflictKind::Unsupported),
     ),
     (
         "already running",
@@ -612,8 +635,10 @@ pub(crate) fn classify_message(message: &str) -> MessageClass {
     if m.contains("lock") && m.contains("got timeout") {
         return MessageClass::LockTimeout;
     }
-    let missing =
-        m.contains("does not exist") || m.contains("no such") || m.contains("hostname lookup");
+    let missing = m.contains("does not exist")
+        || m.contains("no such")
+        || m.contains("hostname lookup")
+        || m.contains("not ha managed");
     let mut lock_timeout = false;
     let mut not_found = None;
     let mut conflict = None;
@@ -1133,6 +1158,14 @@ mod tests {
                 ConflictKind::Protected,
             ),
             (
+                "resource ID 'vm:105' already defined",
+                ConflictKind::AlreadyExists,
+            ),
+            (
+                "invalid parameter 'group': ha groups have been migrated to rules",
+                ConflictKind::Unsupported,
+            ),
+            (
                 "checksum mismatch (file change by other user?)",
                 ConflictKind::DigestMismatch,
             ),
@@ -1172,7 +1205,14 @@ mod tests {
     fn missing_things_are_named() {
         for (msg, want) in [
             (MISSING, Missing::Vm),
-            ("no such resource 'vm:105'", Missing::Vm),
+            ("no such resource 'vm:105'", Missing::HaResource),
+            (
+                "cannot delete service 'vm:105', not HA managed!",
+                Missing::HaResource,
+            ),
+            ("HA group 'capmox' does not exist", Missing::HaGroup),
+            ("no such ha rule 'capmox'", Missing::HaRule),
+            ("HA rule 'capmox' does not exist", Missing::HaRule),
             ("storage 'ceph' does not exist", Missing::Storage),
             (
                 "volume 'local:iso/capmox-105-abc.iso' does not exist",

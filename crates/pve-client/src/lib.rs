@@ -19,6 +19,8 @@
 //!   `boot`, `startup`, `tags`, `smbios1`, `agent`, sizes — parse and format
 //!   round-trip.
 //! - **Endpoints** ([`api`]): typed requests and responses by area.
+//! - **Privileges** ([`privileges`]): what each endpoint checks, per PVE
+//!   major version.
 //! - **Observability** ([`observer`]): every request is traced and reported to
 //!   a [`CallObserver`].
 //!
@@ -44,6 +46,7 @@ pub mod encode;
 pub mod error;
 pub mod observer;
 pub mod options;
+pub mod privileges;
 pub mod secret;
 pub mod task;
 mod tls;
@@ -59,7 +62,7 @@ pub use error::{
 pub use observer::{CallCounter, CallObserver, CallRecord};
 pub use secret::Secret;
 pub use task::{TaskOutcome, WaitOptions};
-pub use types::{NodeName, PoolId, StorageId, Upid, VmId, VmLock};
+pub use types::{ConfigId, NodeName, PoolId, StorageId, Upid, VmId, VmLock};
 
 #[cfg(test)]
 pub(crate) mod test_support {

@@ -9,6 +9,12 @@
 //!   separation gets the intersection of its own and its user's privileges;
 //!   `root@pam` has everything.
 //!
+//! * The privileges that exist depend on the version (docs/field-cases.md
+//!   B31): PVE 8 has `VM.Monitor` and no `VM.GuestAgent.*`; PVE 9 removed
+//!   `VM.Monitor` and added `VM.GuestAgent.*` ([`privilege_exists`]). An ACL
+//!   naming a privilege the version does not have is refused, as `pveum`
+//!   refuses it (`invalid privilege '<name>'`).
+//!
 //! Simplification: no groups, no realms beyond the suffix of the user id, no
 //! TFA; roles are a fixed built-in table ([`role_privileges`]).
 
@@ -22,7 +28,8 @@ use crate::config::{AclEntry, ClusterConfig};
 use crate::http::envelope::ApiError;
 use crate::secret::Secret;
 
-/// Every privilege of PVE 9.
+/// Every privilege of PVE 8 and 9 together; [`privileges_of`] gives one
+/// version's.
 pub const ALL_PRIVILEGES: &[&str] = &[
     "Datastore.Allocate",
     "Datastore.AllocateSpace",
@@ -74,10 +81,54 @@ pub const ALL_PRIVILEGES: &[&str] = &[
     "VM.Snapshot.Rollback",
 ];
 
-/// Privileges of a built-in role (`Administrator`, `NoAccess`, `PVEAuditor`,
-/// `PVEVMAdmin`, `PVEVMUser`, `PVEDatastoreAdmin`, `PVEDatastoreUser`,
-/// `PVESDNUser`, `PVEPoolAdmin`, `PVEPoolUser`); `None` for unknown roles.
-pub fn role_privileges(role: &str) -> Option<Vec<&'static str>> {
+/// The major version of a `pve_version` (`8.4.1` → 8); 9 when unreadable.
+pub fn major_of(version: &str) -> u32 {
+    version
+        .split('.')
+        .next()
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(9)
+}
+
+/// Whether `privilege` exists on PVE `major`: `VM.Monitor` only before 9,
+/// `VM.GuestAgent.*` only from 9 on, the others on both.
+pub fn privilege_exists(privilege: &str, major: u32) -> bool {
+    if privilege == "VM.Monitor" {
+        major < 9
+    } else if privilege.starts_with("VM.GuestAgent.") {
+        major >= 9
+    } else {
+        ALL_PRIVILEGES.contains(&privilege)
+    }
+}
+
+/// Every privilege of PVE `major`.
+pub fn privileges_of(major: u32) -> Vec<&'static str> {
+    ALL_PRIVILEGES
+        .iter()
+        .copied()
+        .filter(|p| privilege_exists(p, major))
+        .collect()
+}
+
+/// Privileges of a built-in role on PVE `major` (`Administrator`,
+/// `NoAccess`, `PVEAuditor`, `PVEVMAdmin`, `PVEVMUser`, `PVEDatastoreAdmin`,
+/// `PVEDatastoreUser`, `PVESDNUser`, `PVEPoolAdmin`, `PVEPoolUser`); `None`
+/// for unknown roles. A role's privileges that the version does not have
+/// are left out (PVE 8's `PVEVMUser` has `VM.Monitor` instead of
+/// `VM.GuestAgent.Audit`).
+pub fn role_privileges(role: &str, major: u32) -> Option<Vec<&'static str>> {
+    let mut list = role_table(role)?;
+    if major < 9 && list.iter().any(|p| p.starts_with("VM.GuestAgent.")) {
+        list.push("VM.Monitor");
+    }
+    list.retain(|p| privilege_exists(p, major));
+    list.sort_unstable();
+    list.dedup();
+    Some(list)
+}
+
+fn role_table(role: &str) -> Option<Vec<&'static str>> {
     let vm_all = || {
         ALL_PRIVILEGES
             .iter()
@@ -176,24 +227,25 @@ struct Ticket {
 /// Users, tokens and live tickets of one cluster. `Debug` shows only names
 /// (tickets are bearer credentials).
 pub(crate) struct AuthState {
+    major: u32,
     users: BTreeMap<String, UserState>,
     tokens: BTreeMap<String, TokenState>,
     tickets: HashMap<String, Ticket>,
 }
 
-fn acl_from(entries: &[AclEntry]) -> Result<Vec<Acl>, String> {
+fn acl_from(entries: &[AclEntry], major: u32) -> Result<Vec<Acl>, String> {
     entries
         .iter()
         .map(|e| {
             let mut privs: BTreeSet<String> = e.privileges.iter().cloned().collect();
-            for r in &e.roles {
-                let p = role_privileges(r).ok_or_else(|| format!("unknown role '{r}'"))?;
-                privs.extend(p.into_iter().map(String::from));
-            }
             for p in &privs {
-                if !ALL_PRIVILEGES.contains(&p.as_str()) {
-                    return Err(format!("unknown privilege '{p}'"));
+                if !privilege_exists(p, major) {
+                    return Err(format!("invalid privilege '{p}' (PVE {major})"));
                 }
+            }
+            for r in &e.roles {
+                let p = role_privileges(r, major).ok_or_else(|| format!("unknown role '{r}'"))?;
+                privs.extend(p.into_iter().map(String::from));
             }
             Ok(Acl {
                 path: normalize_path(&e.path),
@@ -257,6 +309,7 @@ impl AuthState {
         cfg: &ClusterConfig,
         token_secrets: &BTreeMap<String, Secret>,
     ) -> Result<Self, String> {
+        let major = major_of(&cfg.pve_version);
         let mut users = BTreeMap::new();
         for u in &cfg.users {
             users.insert(
@@ -264,7 +317,7 @@ impl AuthState {
                 UserState {
                     password: u.password.clone(),
                     enable: u.enable,
-                    acl: acl_from(&u.acl)?,
+                    acl: acl_from(&u.acl, major)?,
                 },
             );
         }
@@ -277,11 +330,12 @@ impl AuthState {
                     secret,
                     privsep: t.privsep,
                     expire: t.expire,
-                    acl: acl_from(&t.acl)?,
+                    acl: acl_from(&t.acl, major)?,
                 },
             );
         }
         Ok(AuthState {
+            major,
             users,
             tokens,
             tickets: HashMap::new(),
@@ -290,11 +344,12 @@ impl AuthState {
 
     /// Effective privileges of `who` on `path`.
     pub fn privileges(&self, who: &Principal, path: &str) -> BTreeSet<String> {
+        let all = || privileges_of(self.major).into_iter().map(String::from);
         if who.userid == "root@pam" && who.token.is_none() {
-            return ALL_PRIVILEGES.iter().map(|p| p.to_string()).collect();
+            return all().collect();
         }
         let user_privs = if who.userid == "root@pam" {
-            ALL_PRIVILEGES.iter().map(|p| p.to_string()).collect()
+            all().collect()
         } else {
             self.users
                 .get(&who.userid)

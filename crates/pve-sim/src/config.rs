@@ -93,6 +93,12 @@ pub struct ClusterConfig {
     /// Resource pools present at start.
     #[serde(default)]
     pub pools: Vec<PoolConfig>,
+    /// HA groups present at start (PVE 8 only: PVE 9 migrated groups to rules).
+    #[serde(default)]
+    pub ha_groups: Vec<HaGroupConfig>,
+    /// HA node-affinity rules present at start (PVE 9 only).
+    #[serde(default)]
+    pub ha_rules: Vec<HaRuleConfig>,
     /// Faults active from the start (see [`crate::faults`]).
     #[serde(default)]
     pub faults: Vec<Fault>,
@@ -158,6 +164,9 @@ pub struct Timings {
     pub ha_delay: f64,
     /// Time a guest-agent `exec` takes until `exec-status` reports it exited. Default 1.
     pub agent_exec: f64,
+    /// A migration to another node (`qmigrate`, HA migrate and relocate,
+    /// HA recovery of a failed node's VMs). Default 10.
+    pub migrate: f64,
     /// Lifetime of a login ticket. Default 7200.
     pub ticket_lifetime: f64,
 }
@@ -188,6 +197,7 @@ impl Default for Timings {
             auth_failure_delay: 3.0,
             ha_delay: 2.0,
             agent_exec: 1.0,
+            migrate: 10.0,
             ticket_lifetime: 7200.0,
         }
     }
@@ -453,6 +463,35 @@ pub struct AclEntry {
     pub propagate: bool,
 }
 
+/// An HA group (PVE 8): where its resources may run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaGroupConfig {
+    /// Group id (`pve-configid`).
+    pub group: String,
+    /// Member nodes, `node` or `node:priority` (higher runs first).
+    pub nodes: Vec<String>,
+    /// Resources may run only on the group's nodes. Default false.
+    #[serde(default)]
+    pub restricted: bool,
+}
+
+/// An HA node-affinity rule (PVE 9): where the resources it lists run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HaRuleConfig {
+    /// Rule id (`pve-configid`).
+    pub rule: String,
+    /// Nodes, `node` or `node:priority` (higher runs first).
+    pub nodes: Vec<String>,
+    /// Resources may run only on these nodes. Default false.
+    #[serde(default)]
+    pub strict: bool,
+    /// VMIDs of the HA resources the rule lists (a rule lists at least one;
+    /// the file may name VMs that are no HA resource any more).
+    pub resources: Vec<u32>,
+}
+
 /// A resource pool.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -507,8 +546,10 @@ fn default_bridge() -> String {
     "vmbr0".to_string()
 }
 
-/// Privileges the provider's token needs (docs/proxmox-semantics.md §21), granted on `/`
-/// in the built-in default.
+/// Privileges the provider's token needs (docs/proxmox-semantics.md §21,
+/// `docs/privileges.md`) on PVE 8 and 9 together; the built-in default
+/// grants on `/` those of them its version has ([`provider_privileges`]).
+/// `Sys.Console` is for HA resources.
 pub const PROVIDER_PRIVILEGES: &[&str] = &[
     "VM.Allocate",
     "VM.Clone",
@@ -533,9 +574,20 @@ pub const PROVIDER_PRIVILEGES: &[&str] = &[
     "SDN.Use",
     "SDN.Audit",
     "Sys.Audit",
+    "Sys.Console",
     "Pool.Allocate",
     "Pool.Audit",
 ];
+
+/// [`PROVIDER_PRIVILEGES`] that PVE `major` has (`VM.Monitor` on 8,
+/// `VM.GuestAgent.*` on 9).
+pub fn provider_privileges(major: u32) -> Vec<&'static str> {
+    PROVIDER_PRIVILEGES
+        .iter()
+        .copied()
+        .filter(|p| crate::auth::privilege_exists(p, major))
+        .collect()
+}
 
 impl SimConfig {
     /// The built-in default: clusters `dc-a`, `dc-b`, `dc-c` with 4, 3 and 3
@@ -613,6 +665,14 @@ impl SimConfig {
     pub fn with_timings(mut self, f: impl Fn(&mut Timings)) -> Self {
         for c in &mut self.clusters {
             f(&mut c.timings);
+        }
+        self
+    }
+
+    /// Sets the version of cluster `name` (see [`ClusterConfig::set_pve_version`]).
+    pub fn with_pve_version(mut self, name: &str, version: &str) -> Self {
+        if let Some(c) = self.cluster_mut(name) {
+            c.set_pve_version(version);
         }
         self
     }
@@ -724,6 +784,22 @@ impl ClusterConfig {
                 return err(format!("user id '{}' is not user@realm", u.userid));
             }
         }
+        let major = crate::auth::major_of(&self.pve_version);
+        if major >= 9 && !self.ha_groups.is_empty() {
+            return err("ha_groups: PVE 9 migrated HA groups to rules; configure ha_rules".into());
+        }
+        if major < 9 && !self.ha_rules.is_empty() {
+            return err("ha_rules: HA rules exist from PVE 9 on; configure ha_groups".into());
+        }
+        for g in &self.ha_groups {
+            check_ha_nodes(&format!("HA group '{}'", g.group), &g.nodes, &nodes).or_else(&err)?;
+        }
+        for r in &self.ha_rules {
+            check_ha_nodes(&format!("HA rule '{}'", r.rule), &r.nodes, &nodes).or_else(&err)?;
+            if r.resources.is_empty() {
+                return err(format!("HA rule '{}' lists no resources", r.rule));
+            }
+        }
         for p in &self.pools {
             for m in &p.members {
                 if !vmids.contains(m) {
@@ -732,6 +808,48 @@ impl ClusterConfig {
             }
         }
         Ok(())
+    }
+
+    /// Sets the reported version (`version` and qemu-server) and keeps the
+    /// ACLs valid for it: every ACL entry's privileges that the new major
+    /// version does not have are dropped, and an entry that granted the
+    /// other version's guest-agent privileges gets this version's
+    /// (`VM.Monitor` on PVE 8; `VM.GuestAgent.Audit` and
+    /// `VM.GuestAgent.Unrestricted` on PVE 9), so the built-in provider grant
+    /// means the same on both.
+    pub fn set_pve_version(&mut self, version: &str) {
+        use crate::auth::privilege_exists;
+        self.pve_version = version.to_string();
+        self.qemu_server_version = version.to_string();
+        let major = crate::auth::major_of(version);
+        let translate = |privs: &mut Vec<String>| {
+            let agent = privs
+                .iter()
+                .any(|p| p == "VM.Monitor" || p.starts_with("VM.GuestAgent."));
+            privs.retain(|p| privilege_exists(p, major));
+            if agent {
+                let want: &[&str] = if major >= 9 {
+                    &["VM.GuestAgent.Audit", "VM.GuestAgent.Unrestricted"]
+                } else {
+                    &["VM.Monitor"]
+                };
+                for w in want {
+                    if !privs.iter().any(|p| p == w) {
+                        privs.push((*w).to_string());
+                    }
+                }
+            }
+        };
+        for u in &mut self.users {
+            for a in &mut u.acl {
+                translate(&mut a.privileges);
+            }
+        }
+        for t in &mut self.tokens {
+            for a in &mut t.acl {
+                translate(&mut a.privileges);
+            }
+        }
     }
 
     /// The effective `next-id` range.
@@ -747,6 +865,28 @@ impl ClusterConfig {
     pub fn config_forks_before_lock(&self) -> bool {
         version_at_least(&self.qemu_server_version, [9, 1, 19])
     }
+}
+
+/// Checks an HA node list (`node[:priority]`) against the cluster's nodes.
+fn check_ha_nodes(
+    what: &str,
+    list: &[String],
+    nodes: &std::collections::BTreeSet<&str>,
+) -> Result<(), String> {
+    if list.is_empty() {
+        return Err(format!("{what} names no nodes"));
+    }
+    for n in list {
+        let (name, prio) = n
+            .split_once(':')
+            .map_or((n.as_str(), None), |(a, b)| (a, Some(b)));
+        if !nodes.contains(name) || prio.is_some_and(|p| p.parse::<u32>().is_err()) {
+            return Err(format!(
+                "{what}: '{n}' is not node[:priority] of a node of this cluster"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Compares a dotted version (`9.1.18`) with a minimum.
@@ -850,7 +990,10 @@ fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32)
     let provider = AclEntry {
         path: "/".into(),
         roles: vec![],
-        privileges: PROVIDER_PRIVILEGES.iter().map(|p| p.to_string()).collect(),
+        privileges: provider_privileges(crate::auth::major_of(&default_pve_version()))
+            .iter()
+            .map(|p| p.to_string())
+            .collect(),
         propagate: true,
     };
     ClusterConfig {
@@ -893,6 +1036,8 @@ fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32)
             acl: vec![provider],
         }],
         pools: vec![],
+        ha_groups: vec![],
+        ha_rules: vec![],
         faults: vec![],
     }
 }

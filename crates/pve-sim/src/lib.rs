@@ -34,6 +34,7 @@ pub mod control;
 pub mod error;
 pub mod faults;
 pub(crate) mod guest;
+pub(crate) mod ha_manager;
 pub(crate) mod http;
 pub mod iso;
 pub(crate) mod locks;
@@ -48,8 +49,9 @@ pub(crate) mod worker;
 /// The stored name of an upload (`POST /nodes/{node}/storage/{storage}/upload`).
 pub use api::storage::upload_file_name;
 pub use config::{
-    AclEntry, AllocLock, BridgeConfig, ClusterConfig, DhcpRange, NextIdRange, NodeConfig,
-    PoolConfig, SimConfig, StorageConfig, StorageType, Timings, TokenConfig, UserConfig, VmConfig,
+    AclEntry, AllocLock, BridgeConfig, ClusterConfig, DhcpRange, HaGroupConfig, HaRuleConfig,
+    NextIdRange, NodeConfig, PoolConfig, SimConfig, StorageConfig, StorageType, Timings,
+    TokenConfig, UserConfig, VmConfig,
 };
 pub use error::SimError;
 pub use faults::{ActiveFault, Fault, FaultId, FaultKind};
@@ -57,7 +59,7 @@ pub use iso::{IsoError, NoCloudSeed};
 pub use lower_bound::{FleetRequest, FleetSteps, LowerBound, Placement};
 pub use secret::Secret;
 pub use simulator::{
-    NodeSnapshot, SimCluster, Simulator, TaskSnapshot, VmSnapshot, VolumeSnapshot,
+    HaSnapshot, NodeSnapshot, SimCluster, Simulator, TaskSnapshot, VmSnapshot, VolumeSnapshot,
 };
 pub use state::CallLog;
 pub use state::vm::AgentState;

@@ -87,6 +87,17 @@ pub struct TaskSnapshot {
     pub log: Vec<String>,
 }
 
+/// An HA resource as tests see it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HaSnapshot {
+    /// VMID (`vm:<vmid>`).
+    pub vmid: u32,
+    /// Requested state.
+    pub state: String,
+    /// HA group (PVE 8).
+    pub group: Option<String>,
+}
+
 /// A node as tests see it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSnapshot {
@@ -239,16 +250,60 @@ impl SimCluster {
     }
 
     /// Takes a node offline (calls routed to it get 595, its VMs show
-    /// `unknown`) or back online. Returns false for an unknown node.
+    /// `unknown`; its HA resources are recovered on another node
+    /// `timings.ha_delay` later, see [`crate::ha_manager`]) or back online.
+    /// Returns false for an unknown node.
     pub fn set_node_online(&self, node: &str, online: bool) -> bool {
         let mut st = self.inner.lock();
         match st.nodes.get_mut(node) {
             Some(n) => {
                 n.online = online;
+                drop(st);
+                if !online && tokio::runtime::Handle::try_current().is_ok() {
+                    crate::ha_manager::recover(&self.inner, node.to_string());
+                }
                 true
             }
             None => false,
         }
+    }
+
+    /// Migrates VM `vmid` to node `target` as an operator's `qm migrate`
+    /// (or the HA manager's move) does: `lock: migrate` for
+    /// `timings.migrate`, then the config is on `target`; a running VM keeps
+    /// running. Returns when the move is done.
+    ///
+    /// # Errors
+    /// [`SimError::Config`] with Proxmox's reason: unknown VM or node, the VM
+    /// is locked or already there, a disk on storage that is not shared.
+    pub async fn migrate_vm(&self, vmid: u32, target: &str) -> Result<(), SimError> {
+        crate::ha_manager::migrate(&self.inner, vmid, target)
+            .await
+            .map_err(SimError::Config)
+    }
+
+    /// The HA resources, by VMID.
+    pub fn ha_resources(&self) -> Vec<HaSnapshot> {
+        self.inner
+            .lock()
+            .ha
+            .iter()
+            .map(|(vmid, h)| HaSnapshot {
+                vmid: *vmid,
+                state: h.state.clone(),
+                group: h.group.clone(),
+            })
+            .collect()
+    }
+
+    /// The resources HA rule `rule` lists (`vm:<vmid>`), `None` when there
+    /// is no such rule.
+    pub fn ha_rule_resources(&self, rule: &str) -> Option<Vec<String>> {
+        self.inner
+            .lock()
+            .ha_rules
+            .get(rule)
+            .map(|r| r.resources.clone())
     }
 
     /// Nodes and their state.

@@ -183,6 +183,40 @@ pub struct InstanceSpec {
     /// Per-instance scheduling hints (override the cluster's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_hints: Option<SchedulerHints>,
+    /// Proxmox HA for the machines placed here (a machine's `spec.ha`
+    /// overrides it); unset: the VMs are not HA resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<HaSettings>,
+}
+
+/// Proxmox HA for a machine's VM (docs/field-cases.md B33): after
+/// provisioning the VM is made the HA resource `vm:<vmid>` (requested state
+/// `started`) and placed by the HA group (PVE 8) or the node-affinity HA
+/// rule (PVE 9) named here. The Proxmox major version of the instance
+/// (`GET /version`) says which of the two is used, so a spec naming both
+/// works on either version; the group or rule must exist in Proxmox.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HaSettings {
+    /// HA group (PVE 8), `/cluster/ha/groups/{group}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 128), pattern(r"^[a-z][a-z0-9_-]+$"))]
+    pub group: Option<String>,
+    /// Node-affinity HA rule (PVE 9), `/cluster/ha/rules/{rule}`: the VM is
+    /// added to its resources.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 2, max = 128), pattern(r"^[a-z][a-z0-9_-]+$"))]
+    pub rule: Option<String>,
+    /// `false` turns HA off (a machine's way out of its instance's HA).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+impl HaSettings {
+    /// Whether these settings ask for HA: not disabled, and a group or a rule named.
+    pub fn wanted(&self) -> bool {
+        self.enabled != Some(false) && (self.group.is_some() || self.rule.is_some())
+    }
 }
 
 impl InstanceSpec {
@@ -286,6 +320,25 @@ pub struct InstanceStatus {
     /// `SingleInstance`: the instance chosen for every machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selected: Option<bool>,
+    /// Privileges the token lacks for the features in use, checked against
+    /// `GET /access/permissions` with the table of the instance's Proxmox
+    /// VE major version (docs/field-cases.md B31). Only the operations that
+    /// need them wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub missing_privileges: Vec<MissingPrivilege>,
+}
+
+/// A privilege an instance's token lacks.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MissingPrivilege {
+    /// The privilege (`VM.GuestAgent.Audit`; alternatives joined by ` or `).
+    pub privilege: String,
+    /// The ACL path template it is needed on (`/vms/{vmid}`, `/storage/{storage}`, `/`).
+    pub path: String,
+    /// The operation that needs it and waits for it: `agentRead`,
+    /// `agentExec`, `haWrite`, `vmClone`, … (pve-client's `Endpoint::name`).
+    pub operation: String,
 }
 
 /// A pool this cluster's reconciler created, for one instance and family.

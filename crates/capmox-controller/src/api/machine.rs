@@ -206,6 +206,10 @@ pub struct ProxmoxMachineSpec {
         pattern(r"^order=[a-z]+[0-9]+(;[a-z]+[0-9]+)*$")
     )]
     pub boot_order: Option<String>,
+    /// Proxmox HA for this machine's VM; overrides the instance's `ha`
+    /// (`enabled: false` turns it off).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha: Option<super::cluster::HaSettings>,
 }
 
 /// Disk image format of a full clone (Proxmox `format`).
@@ -445,6 +449,10 @@ pub struct ProxmoxMachineStatus {
     /// once the volume is deleted: what the provider must delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_media: Option<BootstrapMedia>,
+    /// The HA resource made for the VM (`vm:<vmid>`), recorded before it is
+    /// created and removed once it is deleted: what the provider must delete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ha_resource: Option<String>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

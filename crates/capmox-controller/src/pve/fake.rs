@@ -44,6 +44,14 @@ pub struct State {
     pub calls: Vec<(&'static str, String)>,
     /// Exit status of the next task started (default `OK`).
     pub next_exit: VecDeque<String>,
+    /// HA resources by VMID: requested state and group.
+    pub ha: BTreeMap<u32, (String, Option<String>)>,
+    /// HA rules: resources listed and the digest.
+    pub ha_rules: BTreeMap<String, (Vec<String>, String)>,
+    /// What `GET /access/permissions` answers (default: nothing held).
+    pub permissions: Permissions,
+    /// What `GET /version` answers (default `9.1.0`).
+    pub version: Option<String>,
 }
 
 /// The in-memory Proxmox.
@@ -235,11 +243,17 @@ impl ProxmoxApi for FakeProxmox {
 
     async fn version(&self) -> Result<VersionInfo, PveError> {
         self.enter("version", String::new())?;
-        serde_json::from_value(json!({"version": "9.1.0", "release": "9.1", "repoid": "fake"}))
-            .map_err(|e| PveError::Decode {
+        let v = self
+            .lock()
+            .version
+            .clone()
+            .unwrap_or_else(|| "9.1.0".into());
+        serde_json::from_value(json!({"version": v, "repoid": "fake"})).map_err(|e| {
+            PveError::Decode {
                 ctx: ctx("GET", "/version".into()),
                 message: e.to_string(),
-            })
+            }
+        })
     }
 
     async fn cluster_status(&self) -> Result<Vec<ClusterStatusEntry>, PveError> {
@@ -379,11 +393,17 @@ impl ProxmoxApi for FakeProxmox {
     async fn vm_status(&self, node: &NodeName, vmid: VmId) -> Result<VmStatus, PveError> {
         self.enter("vm_status", vmid.to_string())?;
         let running = self.with_vm(node, vmid, |vm| Ok(vm.running))?;
-        serde_json::from_value(json!({"status": if running { "running" } else { "stopped" }}))
-            .map_err(|e| PveError::Decode {
-                ctx: ctx("GET", "/status/current".into()),
-                message: e.to_string(),
-            })
+        let ha = match self.lock().ha.get(&vmid.get()) {
+            Some((state, _)) => json!({"managed": 1, "state": state}),
+            None => json!({"managed": 0}),
+        };
+        serde_json::from_value(
+            json!({"status": if running { "running" } else { "stopped" }, "ha": ha}),
+        )
+        .map_err(|e| PveError::Decode {
+            ctx: ctx("GET", "/status/current".into()),
+            message: e.to_string(),
+        })
     }
 
     async fn resize_disk(
@@ -589,6 +609,102 @@ impl ProxmoxApi for FakeProxmox {
             }),
         }
     }
+
+    async fn permissions(&self, path: Option<&str>) -> Result<Permissions, PveError> {
+        self.enter("permissions", path.unwrap_or_default().to_string())?;
+        Ok(self.lock().permissions.clone())
+    }
+
+    async fn ha_resources(&self) -> Result<Vec<HaResource>, PveError> {
+        self.enter("ha_resources", String::new())?;
+        let st = self.lock();
+        Ok(st.ha.iter().map(|(v, (s, g))| ha_json(*v, s, g)).collect())
+    }
+
+    async fn ha_resource(&self, sid: HaSid) -> Result<Option<HaResource>, PveError> {
+        self.enter("ha_resource", sid.to_string())?;
+        let st = self.lock();
+        Ok(st
+            .ha
+            .get(&sid.vmid().get())
+            .map(|(s, g)| ha_json(sid.vmid().get(), s, g)))
+    }
+
+    async fn create_ha_resource(&self, request: &HaResourceRequest) -> Result<(), PveError> {
+        self.enter("create_ha_resource", request.sid.to_string())?;
+        let mut st = self.lock();
+        let vmid = request.sid.vmid().get();
+        if st.ha.contains_key(&vmid) {
+            return Err(conflict(
+                ConflictKind::AlreadyExists,
+                &format!("resource ID '{}' already defined", request.sid),
+            ));
+        }
+        st.ha.insert(
+            vmid,
+            (
+                request.state.as_str().to_string(),
+                request.group.as_ref().map(|g| g.as_str().to_string()),
+            ),
+        );
+        Ok(())
+    }
+
+    async fn delete_ha_resource(&self, sid: HaSid, purge: Option<bool>) -> Result<(), PveError> {
+        self.enter("delete_ha_resource", format!("{sid} purge={purge:?}"))?;
+        match self.lock().ha.remove(&sid.vmid().get()) {
+            Some(_) => Ok(()),
+            None => Err(PveError::NotFound {
+                ctx: ctx("DELETE", format!("/cluster/ha/resources/{sid}")),
+                missing: Missing::HaResource,
+                message: format!("cannot delete service '{sid}', not HA managed!"),
+            }),
+        }
+    }
+
+    async fn ha_rule(&self, rule: &ConfigId) -> Result<Option<HaRule>, PveError> {
+        self.enter("ha_rule", rule.as_str().to_string())?;
+        let st = self.lock();
+        Ok(st.ha_rules.get(rule.as_str()).map(|(r, d)| {
+            serde_json::from_value(json!({
+                "rule": rule.as_str(), "type": "node-affinity",
+                "resources": r.join(","), "digest": d,
+            }))
+            .expect("a rule decodes")
+        }))
+    }
+
+    async fn set_ha_rule_resources(
+        &self,
+        rule: &ConfigId,
+        _kind: &str,
+        resources: &[String],
+        digest: Option<&str>,
+    ) -> Result<(), PveError> {
+        self.enter("set_ha_rule_resources", resources.join(","))?;
+        let mut st = self.lock();
+        let Some((list, d)) = st.ha_rules.get_mut(rule.as_str()) else {
+            return Err(PveError::NotFound {
+                ctx: ctx("PUT", format!("/cluster/ha/rules/{}", rule.as_str())),
+                missing: Missing::HaRule,
+                message: format!("HA rule '{}' does not exist", rule.as_str()),
+            });
+        };
+        if digest.is_some_and(|x| x != d) {
+            return Err(conflict(
+                ConflictKind::DigestMismatch,
+                "detected modified configuration - file changed by other user? Try again.",
+            ));
+        }
+        *list = resources.to_vec();
+        d.push('x');
+        Ok(())
+    }
+}
+
+fn ha_json(vmid: u32, state: &str, group: &Option<String>) -> HaResource {
+    serde_json::from_value(json!({"sid": format!("vm:{vmid}"), "state": state, "group": group}))
+        .expect("an HA resource decodes")
 }
 
 fn ended(upid: &Upid, exitstatus: String) -> Result<TaskOutcome, PveError> {

@@ -17,8 +17,10 @@ use async_trait::async_trait;
 #[cfg(test)]
 pub mod fake;
 
+pub use pve_client::api::access::Permissions;
 pub use pve_client::api::agent::{ExecStatus, GuestInterface};
 pub use pve_client::api::cluster::{ClusterResource, ClusterStatusEntry, ResourceType};
+pub use pve_client::api::ha::{HaResource, HaResourceRequest, HaRule, HaSid, HaState};
 pub use pve_client::api::qemu::clone::CloneRequest;
 pub use pve_client::api::qemu::config::{ConfigUpdate, VmConfig};
 pub use pve_client::api::qemu::power::{ShutdownOptions, StartOptions, StopOptions};
@@ -28,8 +30,8 @@ pub use pve_client::api::tasks::TaskListEntry;
 pub use pve_client::api::version::VersionInfo;
 pub use pve_client::options::{DiskSize, DiskSlot};
 pub use pve_client::{
-    Missing, NodeName, PoolId, PveClient, PveError, StorageId, TaskOutcome, Upid, VmId, VmLock,
-    WaitOptions,
+    ConfigId, Missing, NodeName, PoolId, PveClient, PveError, StorageId, TaskOutcome, Upid, VmId,
+    VmLock, WaitOptions,
 };
 
 /// Everything the reconcilers ask of one Proxmox VE cluster.
@@ -194,6 +196,33 @@ pub trait ProxmoxApi: Send + Sync + 'static {
     /// Polls a task until it stops or `options.deadline` passes (see
     /// `PveClient::wait_task`; `WARNINGS: n` is success).
     async fn wait_task(&self, upid: &Upid, options: WaitOptions) -> Result<TaskOutcome, PveError>;
+    /// `GET /access/permissions[?path=…]`: the token's effective privileges.
+    async fn permissions(&self, path: Option<&str>) -> Result<Permissions, PveError>;
+
+    /// `GET /cluster/ha/resources`: every HA resource.
+    async fn ha_resources(&self) -> Result<Vec<HaResource>, PveError>;
+
+    /// `GET /cluster/ha/resources/{sid}`, `None` when the VM is not an HA resource.
+    async fn ha_resource(&self, sid: HaSid) -> Result<Option<HaResource>, PveError>;
+
+    /// `POST /cluster/ha/resources`.
+    async fn create_ha_resource(&self, request: &HaResourceRequest) -> Result<(), PveError>;
+
+    /// `DELETE /cluster/ha/resources/{sid}[?purge=…]`.
+    async fn delete_ha_resource(&self, sid: HaSid, purge: Option<bool>) -> Result<(), PveError>;
+
+    /// `GET /cluster/ha/rules/{rule}` (PVE 9), `None` when there is no such rule.
+    async fn ha_rule(&self, rule: &ConfigId) -> Result<Option<HaRule>, PveError>;
+
+    /// `PUT /cluster/ha/rules/{rule}` with the whole `resources` list and the
+    /// `digest` read with the rule.
+    async fn set_ha_rule_resources(
+        &self,
+        rule: &ConfigId,
+        kind: &str,
+        resources: &[String],
+        digest: Option<&str>,
+    ) -> Result<(), PveError>;
 }
 
 #[async_trait]
@@ -372,6 +401,40 @@ impl ProxmoxApi for PveClient {
 
     async fn wait_task(&self, upid: &Upid, options: WaitOptions) -> Result<TaskOutcome, PveError> {
         PveClient::wait_task(self, upid, options).await
+    }
+
+    async fn permissions(&self, path: Option<&str>) -> Result<Permissions, PveError> {
+        PveClient::permissions(self, path).await
+    }
+
+    async fn ha_resources(&self) -> Result<Vec<HaResource>, PveError> {
+        PveClient::ha_resources(self).await
+    }
+
+    async fn ha_resource(&self, sid: HaSid) -> Result<Option<HaResource>, PveError> {
+        PveClient::ha_resource(self, sid).await
+    }
+
+    async fn create_ha_resource(&self, request: &HaResourceRequest) -> Result<(), PveError> {
+        PveClient::create_ha_resource(self, request).await
+    }
+
+    async fn delete_ha_resource(&self, sid: HaSid, purge: Option<bool>) -> Result<(), PveError> {
+        PveClient::delete_ha_resource(self, sid, purge).await
+    }
+
+    async fn ha_rule(&self, rule: &ConfigId) -> Result<Option<HaRule>, PveError> {
+        PveClient::ha_rule(self, rule).await
+    }
+
+    async fn set_ha_rule_resources(
+        &self,
+        rule: &ConfigId,
+        kind: &str,
+        resources: &[String],
+        digest: Option<&str>,
+    ) -> Result<(), PveError> {
+        PveClient::set_ha_rule_resources(self, rule, kind, resources, digest).await
     }
 }
 

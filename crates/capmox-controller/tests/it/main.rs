@@ -9,6 +9,7 @@ mod support;
 
 mod capi_contract;
 mod cluster_controller;
+mod cluster_privileges;
 mod cluster_reconcile;
 mod cluster_secrets;
 mod crds;
@@ -17,6 +18,7 @@ mod machine_bootstrap;
 mod machine_concurrency;
 mod machine_crash;
 mod machine_faults;
+mod machine_ha;
 mod machine_ipam;
 mod machine_lifecycle;
 mod machine_metrics;

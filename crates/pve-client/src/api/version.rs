@@ -36,6 +36,15 @@ impl VersionInfo {
     }
 }
 
+impl VersionInfo {
+    /// The major version (`8`, `9`), for the per-version tables
+    /// (privileges: [`crate::privileges`]; HA groups or rules:
+    /// [`crate::api::ha`]).
+    pub fn major(&self) -> Option<u32> {
+        self.major_minor().map(|(m, _)| m)
+    }
+}
+
 impl PveClient {
     /// `GET /version`: the pve-manager version of the node answering. Needs
     /// no privilege, so it is the cheapest health probe of an instance.
@@ -59,6 +68,7 @@ mod tests {
             serde_json::from_str(r#"{"version":"9.1.4","release":"9.1","repoid":"a1b2c3d4"}"#)
                 .unwrap();
         assert_eq!(v.major_minor(), Some((9, 1)));
+        assert_eq!(v.major(), Some(9));
         let v: VersionInfo = serde_json::from_str(r#"{"version":"8.4.1"}"#).unwrap();
         assert_eq!(v.major_minor(), Some((8, 4)));
         let v: VersionInfo = serde_json::from_str(r#"{}"#).unwrap();

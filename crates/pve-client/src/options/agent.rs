@@ -102,4 +102,23 @@ mod tests {
         assert!(AgentOption::parse("2").is_err());
         assert_eq!(AgentOption::enabled(true).to_string(), "1");
     }
+
+    /// docs/field-cases.md B31: the `agent` value is a property string whose
+    /// first positional value (or `enabled=`) says whether the agent is on.
+    #[test]
+    fn the_variants_seen_in_the_field() {
+        for (value, enabled) in [
+            ("1", true),
+            ("1,fstrim_cloned_disks=1", true),
+            ("enabled=1,type=virtio", true),
+            ("0", false),
+            ("enabled=0", false),
+        ] {
+            assert_eq!(
+                AgentOption::parse(value).unwrap().enabled,
+                enabled,
+                "{value}"
+            );
+        }
+    }
 }

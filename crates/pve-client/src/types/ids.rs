@@ -197,6 +197,31 @@ string_id!(
     check_pool
 );
 
+string_id!(
+    /// A configuration id (PVE format `pve-configid`: `[a-z][a-z0-9_-]+`):
+    /// the name of an HA group (PVE 8) or an HA rule (PVE 9).
+    ConfigId,
+    "configuration ID",
+    check_config_id
+);
+
+fn check_config_id(s: &str) -> Result<(), &'static str> {
+    let b = s.as_bytes();
+    if b.len() < 2 {
+        return Err("must be at least 2 characters");
+    }
+    if !b[0].is_ascii_lowercase() {
+        return Err("must start with a lower-case letter");
+    }
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'_' | b'-'))
+    {
+        return Err("only lower-case letters, digits, '_' and '-' are allowed");
+    }
+    Ok(())
+}
+
 fn check_node(s: &str) -> Result<(), &'static str> {
     let b = s.as_bytes();
     let (Some(first), Some(last)) = (b.first(), b.last()) else {
@@ -305,6 +330,16 @@ mod tests {
         }
         for bad in ["", "a", "1local", "local-", "loc al", "local:lvm"] {
             assert!(StorageId::new(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn config_ids() {
+        for ok in ["capmox", "k8s-cp", "ha_1", "ab"] {
+            assert!(ConfigId::new(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "a", "1ha", "Capmox", "ha.x", "ha x", "-ha"] {
+            assert!(ConfigId::new(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -2,7 +2,7 @@
 //! deserialisers for its loosely typed JSON.
 //!
 //! Each identifier is validated against the format the PVE API schema gives it
-//! (`pve-vmid`, `pve-node`, `pve-storage-id`, `pve-poolid`), so a value that
+//! (`pve-vmid`, `pve-node`, `pve-storage-id`, `pve-poolid`, `pve-configid`), so a value that
 //! reaches the wire is one Proxmox accepts.
 
 mod ids;
@@ -10,5 +10,5 @@ pub(crate) mod lenient;
 mod lock;
 
 pub use crate::upid::Upid;
-pub use ids::{NodeName, PoolId, StorageId, VmId};
+pub use ids::{ConfigId, NodeName, PoolId, StorageId, VmId};
 pub use lock::VmLock;

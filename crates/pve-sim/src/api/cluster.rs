@@ -1,11 +1,10 @@
 //! `/version`, `/cluster/resources`, `/cluster/nextid`, `/cluster/status`,
-//! `/cluster/options` and the HA resource list (`/cluster/ha/resources`).
+//! `/cluster/options` (HA is [`super::ha`]).
 
 use serde_json::{Value, json};
 
 use crate::http::Ctx;
 use crate::http::envelope::{ApiError, ApiResult, Reply};
-use crate::state::HaResource;
 
 /// `GET /version`.
 pub(crate) fn version(ctx: &Ctx) -> ApiResult {
@@ -227,113 +226,4 @@ pub(crate) fn options(ctx: &Ctx) -> ApiResult {
         v["next-id"] = json!({"lower": r.lower, "upper": r.upper});
     }
     Ok(Reply::data(v))
-}
-
-fn parse_sid(sid: &str) -> Result<u32, ApiError> {
-    let id = sid.strip_prefix("vm:").unwrap_or(sid);
-    id.parse::<u32>()
-        .map_err(|_| ApiError::param("sid", format!("unable to parse service id '{sid}'")))
-}
-
-fn ha_json(vmid: u32, h: &HaResource) -> Value {
-    let mut v = json!({
-        "sid": format!("vm:{vmid}"),
-        "type": "vm",
-        "state": h.state,
-        "max_restart": h.max_restart,
-        "max_relocate": h.max_relocate,
-    });
-    if let Some(c) = &h.comment {
-        v["comment"] = json!(c);
-    }
-    if let Some(g) = &h.group {
-        v["group"] = json!(g);
-    }
-    v
-}
-
-/// `GET /cluster/ha/resources`.
-pub(crate) fn ha_list(ctx: &Ctx) -> ApiResult {
-    let st = ctx.cluster.lock();
-    Ok(Reply::data(Value::Array(
-        st.ha.iter().map(|(id, h)| ha_json(*id, h)).collect(),
-    )))
-}
-
-/// `GET /cluster/ha/resources/{sid}`.
-pub(crate) fn ha_get(ctx: &Ctx) -> ApiResult {
-    let sid = ctx.params.req_str("sid")?;
-    let vmid = parse_sid(&sid)?;
-    let st = ctx.cluster.lock();
-    let h = st
-        .ha
-        .get(&vmid)
-        .ok_or_else(|| ApiError::internal(format!("no such resource 'vm:{vmid}'")))?;
-    Ok(Reply::data(ha_json(vmid, h)))
-}
-
-/// `POST /cluster/ha/resources`.
-pub(crate) fn ha_create(ctx: &Ctx) -> ApiResult {
-    let sid = ctx.params.req_str("sid")?;
-    let vmid = parse_sid(&sid)?;
-    let state = ctx.params.str("state").unwrap_or_else(|| "started".into());
-    {
-        let mut st = ctx.cluster.lock();
-        if !st.vms.contains_key(&vmid) {
-            return Err(ApiError::internal(format!("unable to find VM '{vmid}'")));
-        }
-        if st.ha.contains_key(&vmid) {
-            return Err(ApiError::internal(format!(
-                "resource ID 'vm:{vmid}' already defined"
-            )));
-        }
-        st.ha.insert(
-            vmid,
-            HaResource {
-                state: state.clone(),
-                comment: ctx.params.str("comment"),
-                group: ctx.params.str("group"),
-                max_restart: ctx.params.u32("max_restart")?.unwrap_or(1),
-                max_relocate: ctx.params.u32("max_relocate")?.unwrap_or(1),
-            },
-        );
-    }
-    crate::api::power::ha_apply(&ctx.cluster, vmid, &state);
-    Ok(Reply::null())
-}
-
-/// `PUT /cluster/ha/resources/{sid}`.
-pub(crate) fn ha_update(ctx: &Ctx) -> ApiResult {
-    let sid = ctx.params.req_str("sid")?;
-    let vmid = parse_sid(&sid)?;
-    let state = {
-        let mut st = ctx.cluster.lock();
-        let h = st
-            .ha
-            .get_mut(&vmid)
-            .ok_or_else(|| ApiError::internal(format!("no such resource 'vm:{vmid}'")))?;
-        if let Some(s) = ctx.params.str("state") {
-            h.state = s;
-        }
-        if let Some(c) = ctx.params.str("comment") {
-            h.comment = Some(c);
-        }
-        if let Some(g) = ctx.params.str("group") {
-            h.group = Some(g);
-        }
-        h.state.clone()
-    };
-    crate::api::power::ha_apply(&ctx.cluster, vmid, &state);
-    Ok(Reply::null())
-}
-
-/// `DELETE /cluster/ha/resources/{sid}`.
-pub(crate) fn ha_delete(ctx: &Ctx) -> ApiResult {
-    let sid = ctx.params.req_str("sid")?;
-    let vmid = parse_sid(&sid)?;
-    let mut st = ctx.cluster.lock();
-    st.ha
-        .remove(&vmid)
-        .map(|_| Reply::null())
-        .ok_or_else(|| ApiError::internal(format!("no such resource 'vm:{vmid}'")))
 }

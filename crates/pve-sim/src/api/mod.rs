@@ -6,6 +6,8 @@ pub(crate) mod clone;
 pub(crate) mod cloudinit;
 pub(crate) mod cluster;
 pub(crate) mod config;
+pub(crate) mod ha;
+pub(crate) mod migrate;
 pub(crate) mod nodes;
 pub(crate) mod pools;
 pub(crate) mod power;

@@ -4,7 +4,6 @@
 //! changes the state. HA-managed VMs get `hastart`/`hastop` tasks that finish
 //! at once; the state changes `timings.ha_delay` later.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::json;
@@ -102,8 +101,15 @@ pub(crate) fn mark_stopped(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
     }
 }
 
-fn ha_managed(ctx: &Ctx, vmid: u32) -> bool {
-    ctx.cluster.lock().ha.contains_key(&vmid)
+/// Whether power requests of `vmid` go to the HA manager: it is an HA
+/// resource whose state is not `ignored` (an ignored resource behaves as if
+/// it were not managed).
+pub(crate) fn ha_managed(ctx: &Ctx, vmid: u32) -> bool {
+    ctx.cluster
+        .lock()
+        .ha
+        .get(&vmid)
+        .is_some_and(|h| h.state != "ignored")
 }
 
 fn ha_task(ctx: &Ctx, node: &str, vmid: u32, start: bool) -> ApiResult {
@@ -120,40 +126,17 @@ fn ha_task(ctx: &Ctx, node: &str, vmid: u32, start: bool) -> ApiResult {
             if start { "start" } else { "stop" }
         ));
         let state = if start { "started" } else { "stopped" };
-        if let Some(h) = t.cluster.lock().ha.get_mut(&vmid) {
-            h.state = state.to_string();
+        {
+            let mut st = t.cluster.lock();
+            if let Some(h) = st.ha.get_mut(&vmid) {
+                h.state = state.to_string();
+            }
+            st.ha_serial += 1;
         }
-        ha_apply(&t.cluster, vmid, state);
+        crate::ha_manager::request_state(&t.cluster, vmid);
         Ok(TaskOk::default())
     });
     Ok(Reply::data(json!(upid)))
-}
-
-/// The HA manager: after `timings.ha_delay`, brings the VM to `state`
-/// (`started` → running, `stopped` → stopped) if nothing else changed it.
-pub(crate) fn ha_apply(cluster: &Arc<Cluster>, vmid: u32, state: &str) {
-    let want_running = match state {
-        "started" => true,
-        "stopped" | "disabled" => false,
-        _ => return,
-    };
-    let cluster = cluster.clone();
-    tokio::spawn(async move {
-        cluster.clock.sleep(cluster.cfg.timings.ha_delay).await;
-        let mut st = cluster.lock();
-        let Some(vm) = st.vms.get(&vmid) else { return };
-        if vm.lock().is_some() || vm.is_template() || vm.running() == want_running {
-            return;
-        }
-        if !st.node_online(&vm.node) {
-            return;
-        }
-        if want_running {
-            mark_running(&cluster, &mut st, vmid);
-        } else {
-            mark_stopped(&cluster, &mut st, vmid);
-        }
-    });
 }
 
 async fn lock_vm(t: &TaskCtx, vmid: u32) -> Result<crate::locks::FlockGuard, String> {

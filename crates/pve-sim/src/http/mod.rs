@@ -251,9 +251,10 @@ async fn pipeline(
         }
     };
 
+    let major = crate::ha_manager::major(cluster);
     let (route, path_params) = match found {
-        RouteMatch::Found(r, p) => (r, p),
-        RouteMatch::WrongMethod | RouteMatch::NotFound => {
+        RouteMatch::Found(r, p) if r.served_on(major) => (r, p),
+        RouteMatch::Found(..) | RouteMatch::WrongMethod | RouteMatch::NotFound => {
             return Ok(error_response(&ApiError::status(
                 501,
                 format!("Method '{method} {rel}' not implemented"),
@@ -271,7 +272,7 @@ async fn pipeline(
     // permissions
     {
         let st = cluster.lock();
-        if let Err(e) = eval_check(route.check, &st.auth, &who, &params, true) {
+        if let Err(e) = eval_check(route.check_on(major), &st.auth, &who, &params, true) {
             return Ok(error_response(&e));
         }
     }
@@ -503,7 +504,7 @@ pub(crate) fn eval_check(
 }
 
 async fn dispatch(ctx: &Ctx) -> ApiResult {
-    use crate::api::{access, agent, cluster, nodes, pools, qemu, storage, tasks};
+    use crate::api::{access, agent, cluster, ha, nodes, pools, qemu, storage, tasks};
     match ctx.route.id {
         RouteId::Version => cluster::version(ctx),
         RouteId::AccessTicket => access::ticket(ctx).await,
@@ -513,11 +514,18 @@ async fn dispatch(ctx: &Ctx) -> ApiResult {
         RouteId::ClusterStatus => cluster::status(ctx),
         RouteId::ClusterOptions => cluster::options(ctx),
         RouteId::ClusterTasks => tasks::cluster_tasks(ctx),
-        RouteId::HaList => cluster::ha_list(ctx),
-        RouteId::HaCreate => cluster::ha_create(ctx),
-        RouteId::HaGet => cluster::ha_get(ctx),
-        RouteId::HaUpdate => cluster::ha_update(ctx),
-        RouteId::HaDelete => cluster::ha_delete(ctx),
+        RouteId::HaList => ha::list(ctx),
+        RouteId::HaCreate => ha::create(ctx),
+        RouteId::HaGet => ha::get(ctx),
+        RouteId::HaUpdate => ha::update(ctx),
+        RouteId::HaDelete => ha::delete(ctx),
+        RouteId::HaMigrate => ha::migrate(ctx, false),
+        RouteId::HaRelocate => ha::migrate(ctx, true),
+        RouteId::HaGroups => ha::groups(ctx),
+        RouteId::HaGroup => ha::group(ctx),
+        RouteId::HaRules => ha::rules(ctx),
+        RouteId::HaRule => ha::rule(ctx),
+        RouteId::HaRuleUpdate => ha::update_rule(ctx),
         RouteId::PoolsList => pools::list(ctx),
         RouteId::PoolsCreate => pools::create(ctx),
         RouteId::PoolsUpdate | RouteId::PoolUpdate => pools::update(ctx),
@@ -542,6 +550,7 @@ async fn dispatch(ctx: &Ctx) -> ApiResult {
         RouteId::QemuCreate => qemu::create(ctx),
         RouteId::QemuDestroy => qemu::destroy(ctx),
         RouteId::QemuClone => crate::api::clone::clone(ctx),
+        RouteId::QemuMigrate => crate::api::migrate::migrate(ctx),
         RouteId::ConfigGet => crate::api::config::get(ctx),
         RouteId::ConfigPost => crate::api::config::update(ctx, false).await,
         RouteId::ConfigPut => crate::api::config::update(ctx, true).await,

@@ -128,6 +128,13 @@ pub(crate) enum RouteId {
     HaGet,
     HaUpdate,
     HaDelete,
+    HaMigrate,
+    HaRelocate,
+    HaGroups,
+    HaGroup,
+    HaRules,
+    HaRule,
+    HaRuleUpdate,
     PoolsList,
     PoolsCreate,
     PoolsUpdate,
@@ -154,6 +161,7 @@ pub(crate) enum RouteId {
     QemuCreate,
     QemuDestroy,
     QemuClone,
+    QemuMigrate,
     ConfigGet,
     ConfigPost,
     ConfigPut,
@@ -260,6 +268,48 @@ pub(crate) const ROUTES: &[Route] = &[
         "DELETE",
         "/cluster/ha/resources/{sid}",
         RouteId::HaDelete,
+        perm("/", &["Sys.Console"]),
+    ),
+    r(
+        "POST",
+        "/cluster/ha/resources/{sid}/migrate",
+        RouteId::HaMigrate,
+        perm("/", &["Sys.Console"]),
+    ),
+    r(
+        "POST",
+        "/cluster/ha/resources/{sid}/relocate",
+        RouteId::HaRelocate,
+        perm("/", &["Sys.Console"]),
+    ),
+    r(
+        "GET",
+        "/cluster/ha/groups",
+        RouteId::HaGroups,
+        perm("/", &["Sys.Audit"]),
+    ),
+    r(
+        "GET",
+        "/cluster/ha/groups/{group}",
+        RouteId::HaGroup,
+        perm("/", &["Sys.Audit"]),
+    ),
+    r(
+        "GET",
+        "/cluster/ha/rules",
+        RouteId::HaRules,
+        perm("/", &["Sys.Audit"]),
+    ),
+    r(
+        "GET",
+        "/cluster/ha/rules/{rule}",
+        RouteId::HaRule,
+        perm("/", &["Sys.Audit"]),
+    ),
+    r(
+        "PUT",
+        "/cluster/ha/rules/{rule}",
+        RouteId::HaRuleUpdate,
         perm("/", &["Sys.Console"]),
     ),
     r("GET", "/pools", RouteId::PoolsList, Check::All),
@@ -397,6 +447,12 @@ pub(crate) const ROUTES: &[Route] = &[
         "/nodes/{node}/qemu/{vmid}/clone",
         RouteId::QemuClone,
         Check::And(CLONE_CHECK),
+    ),
+    r(
+        "POST",
+        "/nodes/{node}/qemu/{vmid}/migrate",
+        RouteId::QemuMigrate,
+        perm("/vms/{vmid}", &["VM.Migrate"]),
     ),
     r(
         "GET",
@@ -537,6 +593,36 @@ pub(crate) const ROUTES: &[Route] = &[
         perm("/vms/{vmid}", &["VM.Audit"]),
     ),
 ];
+
+impl Route {
+    /// Whether PVE `major` serves the route: the HA rules exist from PVE 9
+    /// on (PVE 8 answers 501 like for any unknown path).
+    pub fn served_on(&self, major: u32) -> bool {
+        match self.id {
+            RouteId::HaRules | RouteId::HaRule | RouteId::HaRuleUpdate => major >= 9,
+            _ => true,
+        }
+    }
+
+    /// The check PVE `major` makes: the table holds PVE 9's (the official
+    /// schema's); PVE 8 checks `VM.Monitor` for every guest-agent call
+    /// (docs/field-cases.md B31).
+    pub fn check_on(&self, major: u32) -> Check {
+        const MONITOR: Check = perm("/vms/{vmid}", &["VM.Monitor"]);
+        match self.id {
+            RouteId::AgentNetwork
+            | RouteId::AgentPing
+            | RouteId::AgentOsinfo
+            | RouteId::AgentExec
+            | RouteId::AgentExecStatus
+                if major < 9 =>
+            {
+                MONITOR
+            }
+            _ => self.check,
+        }
+    }
+}
 
 /// Result of matching a path against the table.
 #[derive(Debug)]

@@ -48,6 +48,26 @@ pub(crate) struct HaResource {
     pub max_relocate: u32,
 }
 
+/// An HA group (PVE 8).
+#[derive(Clone, Debug)]
+pub(crate) struct HaGroup {
+    /// `node[:priority],…`.
+    pub nodes: String,
+    pub restricted: bool,
+}
+
+/// An HA node-affinity rule (PVE 9).
+#[derive(Clone, Debug)]
+pub(crate) struct HaRule {
+    /// Resource ids (`vm:<vmid>`), as written.
+    pub resources: Vec<String>,
+    /// `node[:priority],…`.
+    pub nodes: String,
+    pub strict: bool,
+    pub disable: bool,
+    pub comment: Option<String>,
+}
+
 /// A resource pool.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Pool {
@@ -74,6 +94,11 @@ pub(crate) struct ClusterState {
     /// bridge → address → MAC (lower-case).
     pub leases: BTreeMap<String, BTreeMap<Ipv4Addr, String>>,
     pub ha: BTreeMap<u32, HaResource>,
+    pub ha_groups: BTreeMap<String, HaGroup>,
+    pub ha_rules: BTreeMap<String, HaRule>,
+    /// Bumped on every change of the HA resources, groups or rules (the
+    /// configuration digests).
+    pub ha_serial: u64,
     pub pools: BTreeMap<String, Pool>,
     pub exec: BTreeMap<(u32, u32), ExecState>,
     pub next_exec_pid: u32,
@@ -194,6 +219,36 @@ impl Cluster {
             auth,
             leases: BTreeMap::new(),
             ha: BTreeMap::new(),
+            ha_groups: cfg
+                .ha_groups
+                .iter()
+                .map(|g| {
+                    (
+                        g.group.clone(),
+                        HaGroup {
+                            nodes: g.nodes.join(","),
+                            restricted: g.restricted,
+                        },
+                    )
+                })
+                .collect(),
+            ha_rules: cfg
+                .ha_rules
+                .iter()
+                .map(|r| {
+                    (
+                        r.rule.clone(),
+                        HaRule {
+                            resources: r.resources.iter().map(|v| format!("vm:{v}")).collect(),
+                            nodes: r.nodes.join(","),
+                            strict: r.strict,
+                            disable: false,
+                            comment: None,
+                        },
+                    )
+                })
+                .collect(),
+            ha_serial: 1,
             pools: BTreeMap::new(),
             exec: BTreeMap::new(),
             next_exec_pid: 1000,
@@ -539,6 +594,16 @@ impl ClusterState {
         for leases in self.leases.values_mut() {
             leases.retain(|_, m| !macs.iter().any(|x| x.eq_ignore_ascii_case(m)));
         }
+    }
+
+    /// The digest of the HA configuration (resources, groups, rules), as
+    /// Proxmox's section-config digests: 40 hex digits that change with
+    /// every write.
+    pub fn ha_digest(&self) -> String {
+        format!(
+            "{:040x}",
+            self.ha_serial.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+        )
     }
 
     /// Configured storage by name.

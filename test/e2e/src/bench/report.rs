@@ -308,9 +308,8 @@ fn time_shares(p: &Phase, lifecycle: &str, scale: f64) -> String {
         return String::new();
     }
     rows.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
-    let mut t = String::from(
-        "| where the time goes | simulated s / machine | share |\n|---|---:|---:|\n",
-    );
+    let mut t =
+        String::from("| where the time goes | simulated s / machine | share |\n|---|---:|---:|\n");
     for (phase, v) in &rows {
         let _ = writeln!(
             t,
@@ -368,11 +367,7 @@ fn phase_details(title: &str, p: &Phase, scale: f64, cores: usize) -> String {
     }
     t.push('\n');
     t.push_str(&endpoints(p));
-    let lifecycle = if p.up {
-        "create"
-    } else {
-        "delete"
-    };
+    let lifecycle = if p.up { "create" } else { "delete" };
     let shares = time_shares(p, lifecycle, scale);
     if !shares.is_empty() {
         t.push('\n');

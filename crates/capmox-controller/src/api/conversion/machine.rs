@@ -50,6 +50,7 @@ pub(super) fn spec_up(
     at: &str,
 ) -> Result<ProxmoxMachineSpec, ConversionError> {
     Ok(ProxmoxMachineSpec {
+        ha: None,
         provider_id: s.provider_id.clone(),
         instance: None,
         virtual_machine_id: s
@@ -389,6 +390,7 @@ fn network_down(n: &NetworkSpec) -> v2::NetworkSpec {
 
 fn status_up(s: &v2::ProxmoxMachineStatus) -> ProxmoxMachineStatus {
     ProxmoxMachineStatus {
+        ha_resource: None,
         initialization: s.initialization.as_ref().map(|i| Initialization {
             provisioned: i.provisioned,
         }),

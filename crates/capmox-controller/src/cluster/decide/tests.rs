@@ -4,6 +4,7 @@ use super::*;
 use crate::api::validation::{cluster_warnings, validate_cluster};
 use crate::api::{ClusterSettings, InstanceSpec, SecretRef};
 use crate::capi::core::Endpoint;
+use crate::events::EventKind;
 use crate::reasons::Reason;
 
 fn ts(secs: i64) -> Timestamp {
@@ -45,6 +46,7 @@ fn ok(nodes: &[&str]) -> ProbeResult {
         nodes: nodes.iter().map(|s| s.to_string()).collect(),
         message: None,
         identity: None,
+        missing_privileges: Vec::new(),
     }
 }
 

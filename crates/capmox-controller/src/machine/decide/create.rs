@@ -276,6 +276,22 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
         }
         return Step::Provision(devs);
     }
+    // docs/field-cases.md B31: without the agent privilege of the instance's
+    // version the agent is not asked (no 403 loop); addresses all from IPAM
+    // still provision the machine.
+    if let Some(missing) = f.blocked("agentRead") {
+        let devs = addresses::from_claims(&pairs);
+        if !devs.is_empty() {
+            return Step::Provision(devs);
+        }
+        return wait(
+            Reason::MissingPrivileges(format!(
+                "the guest agent's addresses cannot be read: the token of instance {} lacks {missing}",
+                f.instance.as_deref().unwrap_or_default()
+            )),
+            Until::Change,
+        );
+    }
     match &f.agent {
         None => Step::Observe(Observe::Agent),
         // The agent said the VM is not running: the power state was set
@@ -298,6 +314,15 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
             }
             if !f.check_bootstrap {
                 return Step::Provision(devs.clone());
+            }
+            if let Some(missing) = f.blocked("agentExec") {
+                return wait(
+                    Reason::MissingPrivileges(format!(
+                        "the bootstrap cannot be confirmed through the guest agent: the token of instance {} lacks {missing} (or set checks.skipCloudInitStatus)",
+                        f.instance.as_deref().unwrap_or_default()
+                    )),
+                    Until::Change,
+                );
             }
             match &f.bootstrap {
                 None => Step::Observe(Observe::Bootstrap),

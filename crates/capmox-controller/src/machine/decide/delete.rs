@@ -36,6 +36,9 @@ pub(super) fn decide(f: &Facts) -> Step {
         if let Some(s) = task::decide(f) {
             return s;
         }
+        if let Some(s) = super::ha::deleting(f) {
+            return s;
+        }
         if f.vm_id().is_some()
             && let Some(s) = vm(f)
         {
@@ -112,6 +115,11 @@ fn vm(f: &Facts) -> Option<Step> {
         return Some(Step::Observe(Observe::Power));
     }
     let power = view.power;
+    if power == Power::Running
+        && let Some(s) = super::ha::stopping(f, view)
+    {
+        return Some(s);
+    }
     Some(match power {
         // A graceful shutdown that failed is not repeated: stop hard.
         Power::Running if f.gate(StepKind::Shutdown).is_some() => Step::Stop,

@@ -20,12 +20,13 @@ use pve_client::{TaskFailureKind, VmLock};
 
 use super::operation::Operation;
 use crate::api::machine::{DeviceAddresses, Disks};
+use crate::api::{HaSettings, MissingPrivilege};
 use crate::cloudinit::FormatError;
 use crate::machine::plan::placement::PlacementError;
 use crate::machine::plan::template::TemplateVm;
 use crate::machine::vm::marker::Marker;
 use crate::machine::vm::vmconfig::Desired;
-use crate::pve::{NodeName, VmConfig, VmId};
+use crate::pve::{HaState, NodeName, VmConfig, VmId};
 use crate::reasons::Reason;
 
 use super::operation::StepKind;
@@ -135,6 +136,9 @@ pub struct VmView {
     pub lock: Option<VmLock>,
     /// The config, when it was read.
     pub config: Option<VmConfig>,
+    /// The requested state of its HA resource as `status/current` showed it
+    /// (`None`: not HA-managed, or not read live).
+    pub ha: Option<HaState>,
 }
 
 /// The VM at `spec.virtualMachineID`, as observed.
@@ -232,6 +236,24 @@ pub enum BootstrapFact {
     /// The check cannot run as configured (e.g. the token may not use the
     /// agent's `exec`): the condition message.
     Blocked(String),
+}
+
+/// The VM's HA resource (`GET /cluster/ha/resources/{sid}`, and on PVE 9
+/// the rule it should be listed in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HaFact {
+    /// The VM is not an HA resource.
+    Absent,
+    /// It is one.
+    Present {
+        /// Its requested state.
+        state: Option<HaState>,
+        /// The HA rule the machine names lists it (true when no rule applies).
+        listed: bool,
+    },
+    /// The HA configuration could not be read, or what the spec names does
+    /// not exist: why.
+    Unusable(Reason),
 }
 
 /// A bootstrap ISO volume of this machine found on a storage.
@@ -332,6 +354,11 @@ pub struct Facts {
     pub skip_agent: bool,
     /// Confirm the bootstrap finished before `provisioned`.
     pub check_bootstrap: bool,
+    /// The HA the machine asks for (its `spec.ha`, else its instance's),
+    /// when it asks for HA ([`HaSettings::wanted`]).
+    pub ha_wanted: Option<HaSettings>,
+    /// `status.haResource`: the HA resource recorded before it was created.
+    pub ha_recorded: bool,
 
     // ---- the objects around it --------------------------------------------
     /// The Cluster is paused or the object carries the pause annotation.
@@ -345,6 +372,12 @@ pub struct Facts {
     /// The machine's instance cannot be used (placement rules against the
     /// ProxmoxCluster's status), when `spec.instance` is set.
     pub placement: Option<PlacementError>,
+    /// The Proxmox VE major version of the instance (`status.instances[].version`
+    /// of the ProxmoxCluster, read from `GET /version`).
+    pub pve_major: Option<u32>,
+    /// Privileges the instance's token lacks, from the ProxmoxCluster's
+    /// `status.instances[].missingPrivileges`.
+    pub missing_privileges: Vec<MissingPrivilege>,
 
     // ---- observed on request ------------------------------------------------
     /// The instance client.
@@ -365,6 +398,8 @@ pub struct Facts {
     pub duplicates: Option<Option<String>>,
     /// ISO volumes of this machine found by the deletion's sweep.
     pub media_found: Option<Vec<MediaVolume>>,
+    /// The VM's HA resource.
+    pub ha: Option<HaFact>,
 
     // ---- memory of this process ---------------------------------------------
     /// The node and template chosen for the clone (in flight).
@@ -391,6 +426,18 @@ impl Facts {
             .disks
             .values()
             .any(|d| d.is_cdrom() && d.file.ends_with(&suffix))
+    }
+
+    /// The privileges the token lacks for `operation` (`agentRead`, …),
+    /// as `privilege on path`, joined; `None` when it lacks none.
+    pub fn blocked(&self, operation: &str) -> Option<String> {
+        let v: Vec<String> = self
+            .missing_privileges
+            .iter()
+            .filter(|m| m.operation == operation)
+            .map(|m| format!("{} on {}", m.privilege, m.path))
+            .collect();
+        (!v.is_empty()).then(|| v.join(", "))
     }
 
     /// The recorded VMID as Proxmox's type, if it is one.

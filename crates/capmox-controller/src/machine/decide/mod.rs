@@ -28,15 +28,18 @@
 //! data) → instance → IP claims → plan (node, template) → VMID (written
 //! first) → clone → bootstrap ISO (recorded, uploaded) → one config write →
 //! grow disks → start → addresses → bootstrap finished → provision
-//! (providerID, addresses, `provisioned`) → eject and delete the ISO.
+//! (providerID, addresses, `provisioned`) → eject and delete the ISO → the
+//! HA resource, when the machine asks for HA ([`ha`]).
 //! After provisioning the VM is watched: gone, not ours or stopped is
 //! reported, never repaired by recreating (CAPI replaces machines).
 //!
-//! Deletion: shutdown (stop if that failed) → destroy → delete the recorded
+//! Deletion: the recorded HA resource → shutdown (stop if that failed;
+//! through HA, waited for until the VM really stopped) → destroy → delete the recorded
 //! ISO → sweep the instance's ISO storages for this machine's UID → release
 //! the IP claims → drop the finalizer.
 
 pub mod facts;
+pub mod ha;
 pub mod observed;
 pub mod operation;
 pub mod step;
@@ -59,6 +62,7 @@ mod tests;
 use std::time::Duration;
 
 pub use facts::*;
+pub use ha::HaTarget;
 pub use observed::*;
 pub use operation::{Operation, StepKind};
 pub use step::*;

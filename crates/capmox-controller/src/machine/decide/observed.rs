@@ -26,6 +26,15 @@ pub enum Observed {
     Config(VmConfig),
     /// The VM's power state, read live.
     Power(Power),
+    /// The requested HA state `status/current` showed (`None`: not HA-managed).
+    HaManaged(Option<crate::pve::HaState>),
+    /// The VM's HA resource.
+    Ha(HaFact),
+    /// `status.haResource` was recorded and the VM is an HA resource (in
+    /// the rule, when one applies).
+    HaRegistered,
+    /// The recorded HA resource is gone, and its record.
+    HaUnregistered,
     /// The VM is not on the node it was looked for (moved): forget the view.
     VmMoved,
     /// The claims.
@@ -128,6 +137,26 @@ impl Facts {
                     v.power_source = PowerSource::Live;
                 }
             }
+            Observed::HaManaged(h) => {
+                if let Some(VmFact::Ours(v)) = &mut self.vm {
+                    v.ha = h;
+                }
+            }
+            Observed::Ha(h) => self.ha = Some(h),
+            Observed::HaRegistered => {
+                self.ha_recorded = true;
+                self.ha = Some(HaFact::Present {
+                    state: Some(crate::pve::HaState::Started),
+                    listed: true,
+                });
+            }
+            Observed::HaUnregistered => {
+                self.ha_recorded = false;
+                self.ha = Some(HaFact::Absent);
+                if let Some(VmFact::Ours(v)) = &mut self.vm {
+                    v.ha = None;
+                }
+            }
             Observed::VmMoved => {
                 self.vm = None;
                 self.agent = None;
@@ -181,7 +210,13 @@ impl Facts {
                 self.task = None;
                 self.task_recorded = false;
                 self.agent = None;
+                // An HA request's task ends before the VM changes (docs/field-cases.md
+                // B33): its power state is read live again.
+                let ha_managed = matches!(&self.vm, Some(VmFact::Ours(v)) if v.ha.is_some());
                 match end {
+                    TaskEnd::Succeeded(
+                        Operation::Start | Operation::Shutdown | Operation::Stop,
+                    ) if ha_managed => self.set_power(Power::Unknown),
                     TaskEnd::Succeeded(Operation::Start) => self.set_power(Power::Running),
                     TaskEnd::Succeeded(Operation::Shutdown | Operation::Stop) => {
                         self.set_power(Power::Stopped)

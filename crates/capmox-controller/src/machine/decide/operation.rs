@@ -115,6 +115,10 @@ pub enum StepKind {
     ClearTask,
     /// Adopt a VM CAPMOX made.
     Adopt,
+    /// Make the VM an HA resource.
+    RegisterHa,
+    /// Remove the recorded HA resource.
+    UnregisterHa,
 }
 
 impl StepKind {
@@ -143,6 +147,8 @@ impl StepKind {
             StepKind::Destroy => "destroy",
             StepKind::ClearTask => "clear_task",
             StepKind::Adopt => "adopt",
+            StepKind::RegisterHa => "register_ha",
+            StepKind::UnregisterHa => "unregister_ha",
         }
     }
 

@@ -77,6 +77,6 @@ pub(super) fn decide(f: &Facts) -> Step {
             )),
             Until::Steady,
         ),
-        Power::Running | Power::Unknown => Step::Done,
+        Power::Running | Power::Unknown => super::ha::provisioned(f, view).unwrap_or(Step::Done),
     }
 }

@@ -10,6 +10,7 @@ use crate::machine::vm::disks::Resize;
 use crate::reasons::Reason;
 
 use super::facts::MediaVolume;
+use super::ha::HaTarget;
 use super::observed::TaskEnd;
 
 /// A fact to read.
@@ -37,6 +38,8 @@ pub enum Observe {
     Duplicates,
     /// This machine's ISO volumes on the instance's ISO storages.
     Media,
+    /// The VM's HA resource (and the HA rule it should be listed in).
+    Ha,
 }
 
 /// When to look again after a [`Wait`].
@@ -140,6 +143,12 @@ pub enum Step {
     Destroy,
     /// Forget the ended task, doing the bookkeeping its end calls for.
     ClearTask(TaskEnd),
+    /// Record `status.haResource`, make the VM an HA resource (requested
+    /// state `started`) in the group, or add it to the rule.
+    RegisterHa(HaTarget),
+    /// Remove the recorded HA resource (and the VM from the rule naming
+    /// it), then the record.
+    UnregisterHa,
 }
 
 impl Step {
@@ -169,6 +178,8 @@ impl Step {
             Step::Stop => StepKind::Stop,
             Step::Destroy => StepKind::Destroy,
             Step::ClearTask(_) => StepKind::ClearTask,
+            Step::RegisterHa(_) => StepKind::RegisterHa,
+            Step::UnregisterHa => StepKind::UnregisterHa,
         })
     }
 }

@@ -185,11 +185,28 @@ fn initial(
         check_bootstrap: m.spec.checks.is_none_or(|c| {
             !c.skip_qemu_guest_agent.unwrap_or(false) && !c.skip_cloud_init_status.unwrap_or(false)
         }),
+        ha_wanted: m
+            .spec
+            .ha
+            .as_ref()
+            .or(world.instance.as_ref().and_then(|e| e.spec.ha.as_ref()))
+            .filter(|h| h.wanted())
+            .cloned(),
+        ha_recorded: st.is_some_and(|s| s.ha_resource.is_some()),
         paused: false,
         spec_problems: (!problems.is_empty()).then(|| summarize(&problems)),
         owner,
         cluster,
         placement,
+        pve_major: instance_status(world, m).and_then(|i| {
+            i.version
+                .as_deref()
+                .and_then(|v| v.split('.').next())
+                .and_then(|m| m.parse().ok())
+        }),
+        missing_privileges: instance_status(world, m)
+            .map(|i| i.missing_privileges.clone())
+            .unwrap_or_default(),
         client: None,
         task: None,
         // Creation reads the VM through our own last view of it; a
@@ -205,10 +222,27 @@ fn initial(
         bootstrap: None,
         duplicates: None,
         media_found: None,
+        ha: None,
         plan: memo.plan.clone(),
         in_line: None,
         gates: Vec::new(),
     }
+}
+
+/// The ProxmoxCluster's status of the machine's instance.
+fn instance_status<'a>(
+    world: &'a World,
+    m: &ProxmoxMachine,
+) -> Option<&'a crate::api::InstanceStatus> {
+    let name = m.spec.instance.as_deref()?;
+    world
+        .proxmox_cluster
+        .as_ref()?
+        .status
+        .as_ref()?
+        .instances
+        .iter()
+        .find(|i| i.name == name)
 }
 
 /// Our own last view of the VM, while only our steps changed it: it saves
@@ -223,6 +257,7 @@ fn remembered_vm(memo: &Memo, vmid: Option<u32>) -> Option<VmFact> {
         power_source: PowerSource::Live,
         lock: config.lock.clone(),
         config: Some(config),
+        ha: None,
     }))
 }
 

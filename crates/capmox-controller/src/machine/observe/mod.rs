@@ -14,12 +14,14 @@
 //! | [`bootstrap`] | whether the bootstrap finished (sentinel file) |
 //! | [`duplicates`] | claimed addresses another machine holds in the same network |
 //! | [`media`] | this machine's ISO volumes on the instance's storages |
+//! | [`ha`] | the VM's HA resource and the HA rule listing it |
 
 pub mod agent;
 pub mod bootstrap;
 pub mod claims;
 pub mod client;
 pub mod duplicates;
+pub mod ha;
 pub mod kube;
 pub mod media;
 pub mod task;
@@ -47,5 +49,6 @@ pub async fn run(what: Observe, run: &mut Run<'_>, facts: &Facts) -> Result<Obse
         Observe::Bootstrap => Ok(bootstrap::observe(run, facts).await),
         Observe::Duplicates => Ok(duplicates::observe(run, facts).await),
         Observe::Media => Ok(media::observe(run, facts).await),
+        Observe::Ha => Ok(ha::observe(run, facts).await),
     }
 }

@@ -95,6 +95,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             power_source: PowerSource::Listing,
             lock: r.lock.clone(),
             config: None,
+            ha: None,
         }));
     }
     // Not ours by tag: the description decides (set by our clone).
@@ -147,7 +148,7 @@ pub async fn power(run: &mut Run<'_>, facts: &Facts) -> Observed {
             };
             run.status.vm_status = Some(if s.is_running() { "running" } else { "stopped" }.into());
             remember(run, vmid, &view.node, view.config.clone(), Some(p));
-            Observed::Power(p)
+            Observed::All(vec![Observed::Power(p), Observed::HaManaged(s.ha_state())])
         }
         Err(PveError::NotFound { .. }) => moved(run),
         Err(e) => Observed::Vm(VmFact::Unreachable(unreachable(facts, &e.to_string()))),
@@ -232,6 +233,7 @@ fn classify(
                 power_source: source,
                 lock: cfg.lock.clone(),
                 config: Some(cfg),
+                ha: None,
             })
         }
         Ownership::Foreign(o) => VmFact::Foreign(o),
@@ -252,6 +254,7 @@ fn classify(
                 power_source: source.unwrap_or(PowerSource::Live),
                 lock: cfg.lock.clone(),
                 config: Some(cfg),
+                ha: None,
             })
         }
         Ownership::Unmarked => VmFact::Foreign(format!(

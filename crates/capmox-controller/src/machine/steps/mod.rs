@@ -20,6 +20,7 @@
 //! | [`destroy`] | destroy the VM, remove a partial one |
 //! | [`provision`] | providerID, addresses, `provisioned` |
 //! | [`task`] | forget an ended task, with its bookkeeping |
+//! | [`ha`] | make the VM an HA resource, remove it |
 
 pub mod adopt;
 pub mod claims;
@@ -28,6 +29,7 @@ pub mod configure;
 pub mod destroy;
 pub mod disks;
 pub mod finalizer;
+pub mod ha;
 pub mod instance;
 pub mod media;
 pub mod plan;
@@ -80,6 +82,8 @@ pub async fn run(step: Step, run: &mut Run<'_>, facts: &Facts) -> Result<Observe
         Step::Stop => Ok(power::stop(run, facts).await),
         Step::Destroy => Ok(destroy::destroy(run, facts, StepKind::Destroy).await),
         Step::ClearTask(end) => task::clear(run, facts, end).await,
+        Step::RegisterHa(target) => ha::register(run, facts, target).await,
+        Step::UnregisterHa => ha::unregister(run, facts).await,
     }
 }
 

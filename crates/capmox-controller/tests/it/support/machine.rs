@@ -314,6 +314,7 @@ impl World {
                 version: Some("9.1.9".into()),
                 message: None,
                 selected: (spec.mode() == ClusterMode::SingleInstance && i == 0).then_some(true),
+                missing_privileges: Vec::new(),
             });
             for (family, cfg) in [
                 (

@@ -135,6 +135,20 @@ impl VmStatus {
             _ => false,
         }
     }
+
+    /// The requested state of the VM's HA resource (`ha.state`), `None`
+    /// when HA does not manage it (docs/field-cases.md B33).
+    pub fn ha_state(&self) -> Option<crate::api::ha::HaState> {
+        if !self.ha_managed() {
+            return None;
+        }
+        let state = self
+            .ha
+            .get("state")
+            .and_then(|s| s.as_str())
+            .unwrap_or("started");
+        crate::api::ha::HaState::parse(state).ok()
+    }
 }
 
 /// Options of `DELETE /nodes/{node}/qemu/{vmid}`.
@@ -262,6 +276,7 @@ mod tests {
                 .unwrap();
         assert_eq!(s.status, VmRunState::Other("unknown".into()));
         assert!(s.ha_managed());
+        assert_eq!(s.ha_state(), Some(crate::api::ha::HaState::Started));
     }
 
     #[test]

@@ -228,6 +228,7 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
                 scheduler_hints,
             )| {
                 InstanceSpec {
+                    ha: None,
                     name,
                     credentials_ref,
                     nodes,
@@ -362,6 +363,7 @@ fn cluster_status_v3() -> BoxedStrategy<ProxmoxClusterStatus> {
                             .map(
                                 |(name, ready, machines, nodes, version, message, selected)| {
                                     InstanceStatus {
+                                        missing_privileges: Vec::new(),
                                         name,
                                         ready,
                                         machines,
@@ -565,6 +567,7 @@ fn machine_spec_v3() -> BoxedStrategy<ProxmoxMachineSpec> {
             ) = c;
             let template = template.unwrap_or_default();
             ProxmoxMachineSpec {
+                ha: None,
                 provider_id,
                 instance,
                 virtual_machine_id,
@@ -657,6 +660,7 @@ fn machine_status_v3() -> BoxedStrategy<ProxmoxMachineStatus> {
                 (task_ref, bootstrap_data_provided, observed_generation, bootstrap_media),
             )| {
                 ProxmoxMachineStatus {
+                    ha_resource: None,
                     initialization,
                     conditions,
                     failure_domain,

@@ -61,6 +61,7 @@ pub(crate) fn view(config: Option<VmConfig>, power: Power) -> VmView {
         power_source: PowerSource::Live,
         lock: None,
         config,
+        ha: None,
     }
 }
 
@@ -119,6 +120,8 @@ pub(crate) fn base() -> Facts {
         disks: None,
         skip_agent: false,
         check_bootstrap: true,
+        ha_wanted: None,
+        ha_recorded: false,
         paused: false,
         spec_problems: None,
         owner: Owner::Present {
@@ -128,6 +131,8 @@ pub(crate) fn base() -> Facts {
             infra_provisioned: true,
         },
         placement: None,
+        pve_major: Some(9),
+        missing_privileges: Vec::new(),
         client: Some(ClientFact::Ready),
         task: None,
         vm: None,
@@ -137,6 +142,7 @@ pub(crate) fn base() -> Facts {
         bootstrap: None,
         duplicates: None,
         media_found: None,
+        ha: None,
         plan: None,
         in_line: None,
         gates: Vec::new(),

@@ -233,6 +233,8 @@ impl World {
             disks: None,
             skip_agent: false,
             check_bootstrap: true,
+            ha_wanted: None,
+            ha_recorded: false,
             paused: false,
             spec_problems: None,
             owner: Owner::Present {
@@ -242,6 +244,8 @@ impl World {
                 infra_provisioned: true,
             },
             placement: None,
+            pve_major: Some(9),
+            missing_privileges: Vec::new(),
             client: None,
             task: None,
             vm: None,
@@ -251,6 +255,7 @@ impl World {
             bootstrap: None,
             duplicates: None,
             media_found: None,
+            ha: None,
             plan: self.mem.plan.then(|| Plan {
                 node: node("pve-a1"),
                 template: TemplateVm {
@@ -303,6 +308,7 @@ impl World {
                     power_source: PowerSource::Live,
                     lock: vm.locked.then_some(pve_client::VmLock::Clone),
                     config: None,
+                    ha: None,
                 })
                 .with_config(cfg(vm, vmid), f.provisioned || f.deleting),
                 _ => VmFact::Absent,
@@ -358,6 +364,8 @@ impl World {
             }),
             Observe::Bootstrap => Observed::Bootstrap(BootstrapFact::Done),
             Observe::Duplicates => Observed::Duplicates(None),
+            // The modelled machines ask for no HA: none exists.
+            Observe::Ha => Observed::Ha(HaFact::Absent),
             Observe::Media => Observed::MediaFound(if self.iso {
                 vec![media(self.vmid.unwrap_or(100))]
             } else {
@@ -636,6 +644,11 @@ impl World {
                 }
                 Observed::VmMoved
             }
+            Step::RegisterHa(_) | Step::UnregisterHa => {
+                self.violations
+                    .push(format!("{step:?} chosen though the machine asks for no HA"));
+                Observed::HaUnregistered
+            }
             Step::Provision(_) => {
                 self.provisioned = true;
                 self.mem.plan = false;
@@ -799,6 +812,7 @@ impl VmFact {
         match self {
             VmFact::Ours(v) if !listing => VmFact::Ours(VmView {
                 config: Some(c),
+                ha: None,
                 ..v
             }),
             other => other,

@@ -7,7 +7,8 @@ use k8s_openapi::jiff::Timestamp;
 use pve_client::{ConflictKind, Missing, TaskFailureKind, VmLock};
 
 use super::*;
-use crate::api::machine::{DiskSize as SpecDisk, Disks};
+use crate::api::machine::{DeviceAddresses, DiskSize as SpecDisk, Disks};
+use crate::pve::HaState;
 use crate::reasons::Reason;
 
 use super::fixtures::*;
@@ -565,4 +566,147 @@ fn a_vm_capmox_made_is_adopted_before_anything_else_in_every_phase() {
     f.apply(Observed::Adopted);
     assert_eq!(f.vm, None);
     assert_eq!(decide(&f), Step::Observe(Observe::Vm));
+}
+
+fn ha(group: Option<&str>, rule: Option<&str>) -> crate::api::HaSettings {
+    crate::api::HaSettings {
+        group: group.map(Into::into),
+        rule: rule.map(Into::into),
+        enabled: None,
+    }
+}
+
+fn cid(s: &str) -> crate::pve::ConfigId {
+    crate::pve::ConfigId::new(s).unwrap()
+}
+
+/// docs/field-cases.md B33: a provisioned, running VM of a machine asking
+/// for HA becomes an HA resource in the group (PVE 8) or rule (PVE 9) the
+/// spec names for the instance's version; without HA nothing is asked.
+#[test]
+fn a_provisioned_vm_is_registered_with_ha_by_version() {
+    let mut f = at(VmFact::Ours(view(Some(config(&[])), Power::Running)));
+    f.provisioned = true;
+    assert_eq!(decide(&f), Step::Done);
+    f.ha_wanted = Some(ha(Some("capmox-g"), Some("capmox-r")));
+    f.pve_major = Some(8);
+    assert_eq!(decide(&f), Step::Observe(Observe::Ha));
+    f.ha = Some(HaFact::Absent);
+    assert_eq!(
+        decide(&f),
+        Step::RegisterHa(HaTarget::Group(cid("capmox-g")))
+    );
+    f.pve_major = Some(9);
+    assert_eq!(
+        decide(&f),
+        Step::RegisterHa(HaTarget::Rule(cid("capmox-r")))
+    );
+    // A resource the rule does not list yet is added to it.
+    f.ha = Some(HaFact::Present {
+        state: Some(HaState::Started),
+        listed: false,
+    });
+    assert_eq!(
+        decide(&f),
+        Step::RegisterHa(HaTarget::Rule(cid("capmox-r")))
+    );
+    f.apply(Observed::HaRegistered);
+    assert!(f.ha_recorded);
+    assert_eq!(decide(&f), Step::Done);
+    // A group on PVE 9 only: a change is needed, nothing is called.
+    f.ha_wanted = Some(ha(Some("capmox-g"), None));
+    f.ha = None;
+    let s = decide(&f);
+    assert_eq!(reason(&s), "HAConfigurationInvalid");
+    assert_eq!(until(&s), Until::Change);
+    // The version is not known yet: looked at again later.
+    f.ha_wanted = Some(ha(None, Some("capmox-r")));
+    f.pve_major = None;
+    assert_eq!(until(&decide(&f)), Until::Backoff);
+    // A VM stopped after provisioning is not registered (HA would start it).
+    f.pve_major = Some(9);
+    f.vm = Some(VmFact::Ours(view(None, Power::Stopped)));
+    assert_eq!(reason(&decide(&f)), "VirtualMachineStopped");
+}
+
+/// docs/field-cases.md B31: a missing privilege blocks only what needs it.
+#[test]
+fn a_missing_privilege_blocks_only_its_operation() {
+    let lacks = |operation: &str, privilege: &str, path: &str| crate::api::MissingPrivilege {
+        privilege: privilege.into(),
+        path: path.into(),
+        operation: operation.into(),
+    };
+    let mut f = at(VmFact::Ours(view(Some(config(&[])), Power::Running)));
+    f.provisioned = true;
+    f.ha_wanted = Some(ha(None, Some("capmox-r")));
+    f.ha = Some(HaFact::Absent);
+    f.missing_privileges = vec![lacks("haWrite", "Sys.Console", "/")];
+    let s = decide(&f);
+    assert_eq!(reason(&s), "MissingPrivileges");
+    assert!(
+        match &s {
+            Step::Wait(w) => w.reason.message().contains("Sys.Console on /"),
+            _ => false,
+        },
+        "{s:?}"
+    );
+    assert_eq!(until(&s), Until::Change);
+    // The agent read on PVE 9: not asked; the claimed static address
+    // provisions the machine anyway.
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    f.media_uploaded = true;
+    f.duplicates = Some(None);
+    f.missing_privileges = vec![lacks(
+        "agentRead",
+        "VM.GuestAgent.Audit or VM.GuestAgent.Unrestricted",
+        "/vms/{vmid}",
+    )];
+    let expected = DeviceAddresses {
+        net: "net0".into(),
+        ipv4: vec!["10.10.0.20".into()],
+        ipv6: Vec::new(),
+    };
+    assert_eq!(decide(&f), Step::Provision(vec![expected]));
+    // Without static addresses it waits for a change, never asks the agent.
+    f.claims = Some(ClaimsFact::NotNeeded);
+    let s = decide(&f);
+    assert_eq!(reason(&s), "MissingPrivileges");
+    assert_eq!(until(&s), Until::Change);
+}
+
+/// docs/field-cases.md B33: deletion removes the recorded HA resource
+/// first; a VM HA-managed by someone else is stopped through HA and waited
+/// for until it really stopped — the request's task end proves nothing.
+#[test]
+fn deletion_removes_the_ha_resource_and_waits_for_an_ha_stop() {
+    let mut f = deleting(VmFact::Ours(view(None, Power::Running)));
+    f.ha_recorded = true;
+    assert_eq!(decide(&f), Step::UnregisterHa);
+    f.apply(Observed::HaUnregistered);
+    assert_eq!(decide(&f), Step::Shutdown);
+
+    let mut f = deleting(VmFact::Ours(VmView {
+        ha: Some(HaState::Started),
+        ..view(None, Power::Running)
+    }));
+    assert_eq!(decide(&f), Step::Shutdown);
+    // The hastop task ended: the power state is read again, not assumed.
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(
+        Operation::Shutdown,
+    )));
+    assert_eq!(decide(&f), Step::Observe(Observe::Power));
+    f.apply(Observed::All(vec![
+        Observed::Power(Power::Running),
+        Observed::HaManaged(Some(HaState::Stopped)),
+    ]));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "WaitingForHAStop");
+    assert_eq!(until(&s), Until::Soon);
+    f.apply(Observed::Power(Power::Stopped));
+    assert_eq!(decide(&f), Step::Destroy);
+    // Without HA the end of our stop task is the VM's state.
+    let mut f = deleting(VmFact::Ours(view(None, Power::Running)));
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(Operation::Stop)));
+    assert_eq!(decide(&f), Step::Destroy);
 }

@@ -18,6 +18,22 @@
 //!   so repeated reconciles produce identical status (no write loops).
 //! - An invalid spec changes only the conditions: instance health, failure
 //!   domains and the choice stay as they were, and no Proxmox call is made.
+//!
+//! | module | owns |
+//! |---|---|
+//! | this file | [`decide`]: status, conditions, failure domains, events of a normal reconcile |
+//! | [`counts`] | the inputs counted elsewhere ([`MachineCounts`]) and the events out ([`Note`]) |
+//! | [`single`] | which instances are probed, the SingleInstance choice |
+//! | [`lifecycle`] | the status while paused, waiting for the owner, deleting |
+
+mod counts;
+mod lifecycle;
+mod single;
+
+pub use counts::{MachineCounts, Note};
+pub use lifecycle::{decide_deleting, decide_paused, decide_waiting_for_owner};
+use single::previous_selected;
+pub use single::{instances_to_probe, select_single};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -30,73 +46,11 @@ use crate::api::{
     ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 use crate::capi::core::Endpoint;
-use crate::conditions::{self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, READY, Status};
-use crate::events::EventKind;
+use crate::conditions::{
+    self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, PRIVILEGES_READY, READY, Status,
+};
 use crate::instances::{EffectiveInstance, effective_instances};
 use crate::reasons::Reason;
-
-/// ProxmoxMachines of this cluster, counted by `spec.instance`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MachineCounts {
-    /// Machines per instance name (their `spec.instance`).
-    pub by_instance: BTreeMap<String, u32>,
-    /// Machines without `spec.instance` yet.
-    pub unplaced: u32,
-    /// Names of the machines (sorted), for messages.
-    pub names: Vec<String>,
-    /// Machines by `(instance or "none", phase)` for the `capmox_machines`
-    /// metric; phases `Provisioning`, `Provisioned`, `Failed`, `Deleting`.
-    pub phases: BTreeMap<(String, String), i64>,
-}
-
-impl MachineCounts {
-    /// All machines.
-    pub fn total(&self) -> u32 {
-        self.by_instance.values().sum::<u32>() + self.unplaced
-    }
-
-    /// Machines placed in `instance`.
-    pub fn in_instance(&self, instance: &str) -> u32 {
-        self.by_instance.get(instance).copied().unwrap_or(0)
-    }
-}
-
-/// An event to publish.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Note {
-    /// Normal or Warning.
-    pub kind: EventKind,
-    /// The reason (code and message).
-    pub reason: Reason,
-    /// The instance the event is about, if one (its own event series).
-    pub instance: Option<String>,
-}
-
-impl Note {
-    /// A Normal event.
-    pub fn normal(reason: Reason) -> Note {
-        Note {
-            kind: EventKind::Normal,
-            reason,
-            instance: None,
-        }
-    }
-
-    /// A Warning event.
-    pub fn warning(reason: Reason) -> Note {
-        Note {
-            kind: EventKind::Warning,
-            reason,
-            instance: None,
-        }
-    }
-
-    /// The event is about `instance` (its own series).
-    pub fn about(mut self, instance: &str) -> Note {
-        self.instance = Some(instance.to_string());
-        self
-    }
-}
 
 /// Everything the decision needs.
 #[derive(Clone, Debug)]
@@ -133,71 +87,6 @@ pub struct Decision {
     pub copy_endpoint: Option<ApiEndpoint>,
     /// Events to publish.
     pub events: Vec<Note>,
-}
-
-/// The instances probed in this mode: `Default` → only the first (the one
-/// in use); `SingleInstance` and `MultiInstance` → all listed.
-pub fn instances_to_probe(spec: &ProxmoxClusterSpec) -> Vec<EffectiveInstance> {
-    let all = effective_instances(spec);
-    match spec.mode() {
-        ClusterMode::Default => all.into_iter().take(1).collect(),
-        ClusterMode::SingleInstance | ClusterMode::MultiInstance => all,
-    }
-}
-
-/// The SingleInstance choice and, when machines are spread over several
-/// instances (which should not happen), a note saying so.
-pub fn select_single(
-    instances: &[EffectiveInstance],
-    probes: &BTreeMap<String, ProbeResult>,
-    machines: &MachineCounts,
-    previous: Option<&str>,
-) -> (Option<String>, Option<String>) {
-    let placed: Vec<(&str, u32)> = instances
-        .iter()
-        .map(|i| (i.name(), machines.in_instance(i.name())))
-        .filter(|(_, n)| *n > 0)
-        .collect();
-    if let Some(&(first, _)) = placed.first() {
-        let best = placed
-            .iter()
-            .fold(
-                (first, 0u32),
-                |acc, &(n, c)| if c > acc.1 { (n, c) } else { acc },
-            )
-            .0;
-        let note = (placed.len() > 1).then(|| {
-            format!(
-                "machines of this cluster are in several instances ({}); SingleInstance uses {best}",
-                placed
-                    .iter()
-                    .map(|(n, c)| format!("{n}: {c}"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        });
-        return (Some(best.to_string()), note);
-    }
-    if let Some(p) = previous
-        && instances.iter().any(|i| i.name() == p)
-    {
-        return (Some(p.to_string()), None);
-    }
-    let ready = |i: &&EffectiveInstance| probes.get(i.name()).is_some_and(|p| p.ready);
-    let choice = instances
-        .iter()
-        .filter(ready)
-        .find(|i| i.spec.is_control_plane())
-        .or_else(|| instances.iter().find(ready));
-    (choice.map(|i| i.name().to_string()), None)
-}
-
-fn previous_selected(previous: &ProxmoxClusterStatus) -> Option<&str> {
-    previous
-        .instances
-        .iter()
-        .find(|i| i.selected == Some(true))
-        .map(|i| i.name.as_str())
 }
 
 fn set(st: &mut ProxmoxClusterStatus, d: Desired, generation: Option<i64>, now: Timestamp) {
@@ -331,6 +220,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 version: p.version.clone(),
                 message: p.message.clone(),
                 selected: (selected.as_deref() == Some(i.name())).then_some(true),
+                missing_privileges: p.missing_privileges.clone(),
             }
         })
         .collect();
@@ -497,6 +387,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         )
     };
     set(&mut st, instances_cond, gen_, now);
+    let privileges = privileges_condition(&st.instances);
+    set(&mut st, privileges, gen_, now);
 
     let mut warnings: Vec<String> = inp.warnings.iter().map(ToString::to_string).collect();
     if let Some(n) = spread_note {
@@ -585,84 +477,41 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     }
 }
 
+/// `PrivilegesReady`: what each instance's token lacks, by privilege and
+/// path (docs/field-cases.md B31); only the operations needing them wait.
+fn privileges_condition(instances: &[InstanceStatus]) -> Desired {
+    let lacking: Vec<String> = instances
+        .iter()
+        .filter(|i| !i.missing_privileges.is_empty())
+        .map(|i| {
+            format!(
+                "{}: the token lacks {}",
+                i.name,
+                super::probe::privileges::describe(&i.missing_privileges)
+            )
+        })
+        .collect();
+    if lacking.is_empty() {
+        Desired::new(
+            PRIVILEGES_READY,
+            Status::True,
+            &Reason::CredentialsValid(String::new()),
+        )
+    } else {
+        Desired::new(
+            PRIVILEGES_READY,
+            Status::False,
+            &Reason::MissingPrivileges(lacking.join("; ")),
+        )
+    }
+}
+
 fn or_none(v: &[String]) -> String {
     if v.is_empty() {
         "none".to_string()
     } else {
         v.join(", ")
     }
-}
-
-/// Status while reconciliation is paused: only `Paused=True` changes.
-pub fn decide_paused(
-    previous: &ProxmoxClusterStatus,
-    generation: Option<i64>,
-    now: Timestamp,
-) -> ProxmoxClusterStatus {
-    let mut st = previous.clone();
-    set(
-        &mut st,
-        Desired::new(PAUSED, Status::True, &Reason::Paused),
-        generation,
-        now,
-    );
-    st
-}
-
-/// Status while the owner Cluster is missing: `Ready=False` with `message`.
-pub fn decide_waiting_for_owner(
-    previous: &ProxmoxClusterStatus,
-    generation: Option<i64>,
-    now: Timestamp,
-    message: &str,
-) -> ProxmoxClusterStatus {
-    let mut st = previous.clone();
-    set(
-        &mut st,
-        Desired::new(
-            READY,
-            Status::False,
-            &Reason::ClusterWaitingForOwner(message.to_string()),
-        ),
-        generation,
-        now,
-    );
-    st
-}
-
-/// Status during deletion: waiting for the cluster's machines (how many,
-/// which), or removing the IP pools.
-pub fn decide_deleting(
-    previous: &ProxmoxClusterStatus,
-    generation: Option<i64>,
-    now: Timestamp,
-    machines: &MachineCounts,
-) -> ProxmoxClusterStatus {
-    let mut st = previous.clone();
-    let total = machines.total();
-    let d = if total > 0 {
-        let mut shown: Vec<String> = machines.names.iter().take(5).cloned().collect();
-        if machines.names.len() > 5 {
-            shown.push(format!("… {} more", machines.names.len() - 5));
-        }
-        Desired::new(
-            READY,
-            Status::False,
-            &Reason::WaitingForMachines(format!(
-                "deleting: waiting for {total} ProxmoxMachine{} of this cluster to be deleted ({})",
-                if total == 1 { "" } else { "s" },
-                shown.join(", ")
-            )),
-        )
-    } else {
-        Desired::new(
-            READY,
-            Status::False,
-            &Reason::Deleting("deleting: removing IP pools and the finalizer".into()),
-        )
-    };
-    set(&mut st, d, generation, now);
-    st
 }
 
 #[cfg(test)]
