@@ -158,6 +158,11 @@ impl SimCluster {
         st.vms.values().map(snapshot).collect()
     }
 
+    /// The VMIDs under HA management (`/cluster/ha/resources`), sorted.
+    pub fn ha_resources(&self) -> Vec<u32> {
+        self.inner.lock().ha.keys().copied().collect()
+    }
+
     /// One VM.
     pub fn vm(&self, vmid: u32) -> Option<VmSnapshot> {
         self.inner.lock().vms.get(&vmid).map(snapshot)

@@ -52,6 +52,30 @@ pub struct ProbeResult {
     pub message: Option<String>,
     /// The Proxmox cluster's identity learned from `/cluster/status`.
     pub identity: Option<crate::clients::Identity>,
+    /// A failed probe's retry: set by [`super::cache::ProbeCache::record`];
+    /// `None` when ready or not recorded yet.
+    pub retry: Option<ProbeRetry>,
+}
+
+/// When a failing instance is probed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeRetry {
+    /// Consecutive failed probes (1 = the first).
+    pub failures: u32,
+    /// When the next probe is due.
+    pub at: k8s_openapi::jiff::Timestamp,
+}
+
+impl ProbeRetry {
+    /// "probe N failed; next probe at T" (stable between polls: the time is
+    /// absolute, seconds).
+    pub fn text(&self) -> String {
+        format!(
+            "probe {} failed; next probe at {}",
+            self.failures,
+            self.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
+    }
 }
 
 impl ProbeResult {
@@ -64,6 +88,7 @@ impl ProbeResult {
             nodes: Vec::new(),
             message: Some(message.into()),
             identity: None,
+            retry: None,
         }
     }
 }
@@ -300,6 +325,7 @@ pub fn evaluate(
             Some(format!("{origin}: {}", problems.join("; ")))
         },
         identity: Some(identity_from_status(origin, status)),
+        retry: None,
     }
 }
 
@@ -489,6 +515,7 @@ mod tests {
                 nodes: vec!["pve1".into(), "pve3".into()],
                 message: None,
                 identity: Some(crate::clients::Identity::new("cluster:dc-a")),
+                retry: None,
             }
         );
         let r = evaluate(

@@ -154,10 +154,7 @@ async fn drive(run: &mut Run<'_>, facts: &mut Facts) -> Result<End, Error> {
 /// reconcile), plus this reconcile's terminal ones (not kept across
 /// reconciles: a change of the objects retries them).
 fn refresh_gates(run: &Run<'_>, facts: &mut Facts) {
-    let mut gates = run
-        .rt()
-        .retries
-        .gates(&run.me.uid, run.machine.metadata.generation);
+    let mut gates = run.rt().retries.gates(&run.me.uid, run.generation);
     for g in &mut gates {
         g.fresh = facts.gate(g.step).is_some_and(|old| old.fresh);
     }

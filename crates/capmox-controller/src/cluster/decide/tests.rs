@@ -45,6 +45,7 @@ fn ok(nodes: &[&str]) -> ProbeResult {
         nodes: nodes.iter().map(|s| s.to_string()).collect(),
         message: None,
         identity: None,
+        retry: None,
     }
 }
 
