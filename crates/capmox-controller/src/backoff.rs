@@ -1,6 +1,11 @@
 //! Per-object retry backoff: kube-runtime's `Controller` has none built in,
 //! so the error policy asks this table how long to wait after the N-th
 //! consecutive failure of one object, and a successful reconcile resets it.
+//!
+//! [`delay`] is the one growth rule of every retry of the controller (this
+//! table, a machine step's retries in
+//! [`crate::machine::runtime::retries`], the probes of an unhealthy
+//! instance in [`crate::cluster::cache`]).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -14,6 +19,21 @@ pub struct Backoff {
     failures: Mutex<HashMap<String, u32>>,
 }
 
+/// The delay after the `attempt`-th consecutive failure (1-based):
+/// `base × 2^(attempt-1)` capped at `max`, plus up to 10 % jitter derived
+/// from `seed` and the attempt (FNV-1a: the same delays every run and on
+/// every platform, different ones for things failing together).
+pub fn delay(base: Duration, max: Duration, attempt: u32, seed: &str) -> Duration {
+    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
+    let capped = exp.min(max);
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes().chain(attempt.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    capped + capped.mul_f64((h % 100) as f64 / 1000.0)
+}
+
 impl Backoff {
     /// Delays start at `base` and double per consecutive failure up to `max`.
     pub fn new(base: Duration, max: Duration) -> Backoff {
@@ -24,9 +44,9 @@ impl Backoff {
         }
     }
 
-    /// Records a failure of `key` and returns the delay before the next try:
-    /// `base * 2^(n-1)` capped at `max`, with up to 10 % deterministic jitter
-    /// derived from the key so objects failing together do not retry in lockstep.
+    /// Records a failure of `key` and returns the delay before the next try
+    /// ([`delay`] of the `n`-th consecutive failure, jitter from the key so
+    /// objects failing together do not retry in lockstep).
     pub fn failed(&self, key: &str) -> Duration {
         let n = {
             let mut map = self
@@ -37,13 +57,7 @@ impl Backoff {
             *n = n.saturating_add(1);
             *n
         };
-        let exp = self.base.saturating_mul(1u32 << (n - 1).min(20));
-        let capped = exp.min(self.max);
-        let spread = key
-            .bytes()
-            .fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)))
-            % 100;
-        capped + capped.mul_f64(f64::from(spread) / 1000.0)
+        delay(self.base, self.max, n, key)
     }
 
     /// Forgets the failures of `key` (after a successful reconcile).

@@ -46,7 +46,7 @@ pub struct ControllerOptions {
     /// Requeue period of a healthy ProxmoxCluster (re-probe), default 60 s.
     pub probe_period: Duration,
     /// Requeue period while an instance is unhealthy (first retry; doubles
-    /// per consecutive unhealthy probe up to `probe_period`), default 10 s.
+    /// per consecutive unhealthy probe up to `backoff_max`, jittered), default 10 s.
     pub unhealthy_retry: Duration,
     /// Per-instance probe timeout (all probe calls of one instance), default
     /// 10 s. Wall-clock: not scaled by `time_scale`.

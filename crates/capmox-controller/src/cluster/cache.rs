@@ -2,7 +2,9 @@
 //! by machine changes do not probe Proxmox again, and so re-probing follows
 //! a schedule: a healthy instance is probed every `probe_period`, an
 //! unhealthy one after `unhealthy_retry`, doubling per consecutive failed
-//! probe up to `probe_period`.
+//! probe up to `backoff_max` (with jitter; polls in between reuse the
+//! cached result, so they do not probe and do not reset the count; a
+//! successful probe does).
 //!
 //! A cached result is used only while it is fresh **and** was taken with the
 //! same client (a rotated credentials Secret builds a new client) and the
@@ -12,9 +14,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use tokio::time::Instant;
 
-use super::probe::ProbeResult;
+use super::probe::{ProbeResult, ProbeRetry};
 use crate::api::InstanceSpec;
 use crate::pve::ProxmoxApi;
 
@@ -34,20 +37,24 @@ struct Cached {
 pub struct Schedule {
     /// Period for healthy instances.
     pub healthy: Duration,
-    /// First retry for an unhealthy instance (doubles per failed probe, capped at `healthy`).
+    /// First retry for an unhealthy instance (doubles per failed probe,
+    /// capped at `max`, with [`crate::backoff::delay`]'s jitter).
     pub unhealthy: Duration,
+    /// Longest delay between two probes of an unhealthy instance (the
+    /// controller's `backoff_max`): a probe that keeps failing costs about
+    /// ten probes in ten minutes, not one per `healthy` period. A changed
+    /// spec or credentials Secret probes again at once.
+    pub max: Duration,
 }
 
 impl Schedule {
-    /// The delay after the `failures`-th consecutive failed probe (0 = healthy).
-    pub fn delay(&self, failures: u32) -> Duration {
+    /// The delay after the `failures`-th consecutive failed probe (0 =
+    /// healthy: `healthy`); `seed` spreads instances failing together.
+    pub fn delay(&self, failures: u32, seed: &str) -> Duration {
         if failures == 0 {
             return self.healthy;
         }
-        let factor = 1u32
-            .checked_shl(failures.saturating_sub(1).min(20))
-            .unwrap_or(u32::MAX);
-        self.unhealthy.saturating_mul(factor).min(self.healthy)
+        crate::backoff::delay(self.unhealthy, self.max, failures, seed)
     }
 }
 
@@ -82,37 +89,49 @@ impl ProbeCache {
             .then(|| (c.result.clone(), c.expires))
     }
 
-    /// Records a new result; returns when to probe again.
+    /// Records a new result; returns it — a failed one with its
+    /// [`ProbeRetry`] (consecutive failures, when the next probe is due) —
+    /// and when to probe again.
     pub fn record(
         &self,
         key: ProbeKey,
         api: Arc<dyn ProxmoxApi>,
         spec: InstanceSpec,
-        result: ProbeResult,
+        mut result: ProbeResult,
         now: Instant,
         schedule: Schedule,
-    ) -> Instant {
+    ) -> (ProbeResult, Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let failures = if result.ready {
             0
         } else {
+            // Progress resets the count: another client (rotated
+            // credentials) or another instance spec starts over.
             entries
                 .get(&key)
+                .filter(|c| same_client(&c.api, &api) && c.spec == spec)
                 .map_or(0, |c| c.failures)
                 .saturating_add(1)
         };
-        let expires = now + schedule.delay(failures);
+        let wait = schedule.delay(failures, &format!("{}/{}/{}", key.0, key.1, key.2));
+        let expires = now + wait;
+        result.retry = (failures > 0).then(|| ProbeRetry {
+            failures,
+            at: Timestamp::now()
+                .checked_add(SignedDuration::try_from(wait).unwrap_or_default())
+                .unwrap_or_else(|_| Timestamp::now()),
+        });
         entries.insert(
             key,
             Cached {
                 api,
                 spec,
-                result,
+                result: result.clone(),
                 expires,
                 failures,
             },
         );
-        expires
+        (result, expires)
     }
 
     /// Consecutive failed probes of `key`.
@@ -143,13 +162,24 @@ mod tests {
         let s = Schedule {
             healthy: Duration::from_secs(60),
             unhealthy: Duration::from_secs(10),
+            max: Duration::from_secs(300),
         };
-        assert_eq!(s.delay(0), Duration::from_secs(60));
-        assert_eq!(s.delay(1), Duration::from_secs(10));
-        assert_eq!(s.delay(2), Duration::from_secs(20));
-        assert_eq!(s.delay(3), Duration::from_secs(40));
-        assert_eq!(s.delay(4), Duration::from_secs(60));
-        assert_eq!(s.delay(40), Duration::from_secs(60));
+        assert_eq!(s.delay(0, "k"), Duration::from_secs(60));
+        // 10 s doubling, capped at 300 s, plus at most 10 %.
+        for (n, want) in [
+            (1, 10),
+            (2, 20),
+            (3, 40),
+            (4, 80),
+            (5, 160),
+            (6, 300),
+            (40, 300),
+        ] {
+            let d = s.delay(n, "ns/wl1/dc-a");
+            let want = Duration::from_secs(want);
+            assert!(d >= want && d <= want + want / 10, "failure {n}: {d:?}");
+        }
+        assert_eq!(s.delay(3, "a"), s.delay(3, "a"), "deterministic");
     }
 
     #[tokio::test]
@@ -174,25 +204,34 @@ mod tests {
         let sched = Schedule {
             healthy: Duration::from_secs(60),
             unhealthy: Duration::from_secs(10),
+            max: Duration::from_secs(300),
         };
         let t0 = Instant::now();
         let bad = ProbeResult::failed(CredentialState::Unverified, "down");
-        assert_eq!(
-            cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched),
-            t0 + Duration::from_secs(10)
-        );
-        assert_eq!(
-            cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched),
-            t0 + Duration::from_secs(20)
-        );
+        let within = |at: Instant, secs: u64| {
+            let want = Duration::from_secs(secs);
+            at >= t0 + want && at <= t0 + want + want / 10
+        };
+        let (r1, e1) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
+        assert!(within(e1, 10), "{:?}", e1 - t0);
+        assert_eq!(r1.retry.map(|r| r.failures), Some(1));
+        let (r2, e2) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
+        assert!(within(e2, 20), "{:?}", e2 - t0);
+        let retry = r2.retry.unwrap();
+        assert_eq!(retry.failures, 2);
+        let lead = retry.at.duration_since(Timestamp::now()).as_secs_f64();
+        assert!((17.0..=22.1).contains(&lead), "next probe due in {lead} s");
         assert_eq!(cache.failures(&key), 2);
-        assert_eq!(cache.fresh(&key, &a, &spec, t0).map(|r| r.0), Some(bad));
+        assert_eq!(cache.fresh(&key, &a, &spec, t0).map(|r| r.0), Some(r2));
+        // Another client starts the count over (and back).
+        let (r, _) = cache.record(key.clone(), b.clone(), spec.clone(), bad.clone(), t0, sched);
+        assert_eq!(r.retry.map(|r| r.failures), Some(1));
+        let (r, _) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
+        assert_eq!(r.retry.map(|r| r.failures), Some(1));
+        let (r2, e2) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
+        assert_eq!(r2.retry.map(|r| r.failures), Some(2));
         // Expired, other client, other spec: not fresh.
-        assert!(
-            cache
-                .fresh(&key, &a, &spec, t0 + Duration::from_secs(20))
-                .is_none()
-        );
+        assert!(cache.fresh(&key, &a, &spec, e2).is_none());
         assert!(cache.fresh(&key, &b, &spec, t0).is_none());
         let mut other = spec.clone();
         other.nodes = vec!["pve1".into()];
@@ -200,10 +239,9 @@ mod tests {
         // Success resets the failure count.
         let mut good = ProbeResult::failed(CredentialState::Valid, "x");
         good.ready = true;
-        assert_eq!(
-            cache.record(key.clone(), a.clone(), spec.clone(), good, t0, sched),
-            t0 + Duration::from_secs(60)
-        );
+        let (r, e) = cache.record(key.clone(), a.clone(), spec.clone(), good, t0, sched);
+        assert_eq!(e, t0 + Duration::from_secs(60));
+        assert_eq!(r.retry, None);
         assert_eq!(cache.failures(&key), 0);
         cache.forget_cluster("ns", "wl1");
         assert!(cache.fresh(&key, &a, &spec, t0).is_none());

@@ -82,9 +82,11 @@ impl ClusterContext {
 
     fn schedule(&self) -> Schedule {
         let o = &self.shared.options;
+        let unhealthy = o.scaled(o.unhealthy_retry);
         Schedule {
             healthy: o.scaled(o.probe_period),
-            unhealthy: o.scaled(o.unhealthy_retry),
+            unhealthy,
+            max: o.scaled(o.backoff_max).max(unhealthy),
         }
     }
 }
@@ -475,7 +477,7 @@ async fn probe_instances(
                 shared.clients.learn_identity(client.api.origin(), id);
             }
             tracing::debug!(instance = %inst.name(), ready = result.ready, message = ?result.message, "probed");
-            let expires = ctx.probes.record(key, client.api.clone(), inst.spec.clone(), result.clone(), Instant::now(), schedule);
+            let (result, expires) = ctx.probes.record(key, client.api.clone(), inst.spec.clone(), result, Instant::now(), schedule);
             Ok((inst.name().to_string(), result, expires))
         }
     });

@@ -110,6 +110,11 @@ pub struct Run<'a> {
     pub resource_version: Option<String>,
     /// The finalizers as last written.
     pub finalizers: Vec<String>,
+    /// `metadata.generation` as last written: this reconcile's own spec
+    /// writes (instance, VMID, providerID) move it, and a step's retry state
+    /// is kept for this one — only a spec change by someone else starts the
+    /// backoff over.
+    pub generation: Option<i64>,
     /// The claims as last read: which are wanted, how each device is
     /// addressed, and each claim's state (the claim and ISO steps use them).
     pub claims: Option<ClaimsRead>,
@@ -140,6 +145,7 @@ impl<'a> Run<'a> {
             events: Vec::new(),
             resource_version: machine.resource_version(),
             finalizers: machine.finalizers().to_vec(),
+            generation: machine.metadata.generation,
             claims: None,
             media_recorded_here: None,
             machine,
@@ -189,6 +195,7 @@ impl<'a> Run<'a> {
         .await?;
         self.resource_version = updated.resource_version();
         self.finalizers = updated.finalizers().to_vec();
+        self.generation = updated.metadata.generation;
         self.ctx.runtime.record_write(&self.me.uid, &updated);
         Ok(())
     }

@@ -242,10 +242,7 @@ async fn drive(
 /// reconcile), plus this reconcile's terminal ones (not kept across
 /// reconciles: a change of the objects retries them).
 fn refresh_gates(run: &Run<'_>, facts: &mut Facts) {
-    let mut gates = run
-        .rt()
-        .retries
-        .gates(&run.me.uid, run.machine.metadata.generation);
+    let mut gates = run.rt().retries.gates(&run.me.uid, run.generation);
     for g in &mut gates {
         g.fresh = facts.gate(g.step).is_some_and(|old| old.fresh);
     }

@@ -123,7 +123,7 @@ pub struct Flags {
     #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
     pub probe_period: Duration,
 
-    /// First re-probe delay of an unhealthy instance (doubles up to the probe period).
+    /// First re-probe delay of an unhealthy instance (doubles per failed probe up to `--backoff-max`, jittered).
     #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
     pub probe_retry: Duration,
 

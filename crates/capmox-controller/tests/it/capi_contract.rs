@@ -5,7 +5,7 @@
 //! every version the label lists keeps the fields CAPI reads (contract v1beta2:
 //! InfraCluster, InfraMachine, InfraMachineTemplate, InfraClusterTemplate),
 //! with the types CAPI expects — a field a listed version's schema lacks is
-//! pruned, and CAPI waits forever for it.
+//! pruned, and CAPI waits forever for it (docs/field-cases.md B44).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -226,4 +226,54 @@ fn readiness_is_not_status_ready_alone() {
             );
         }
     }
+}
+
+/// docs/field-cases.md B44, reproduced in kube-sim: a status field the
+/// served schema lacks is pruned on write (as kube-apiserver prunes it), so
+/// a provider setting only `status.ready` under a v1beta2 label would leave
+/// the Machine waiting. The fields contract v1beta2 reads survive the
+/// round trip through the API server: the provisioned ProxmoxMachine
+/// carries `status.initialization.provisioned: true` and `spec.providerID`
+/// (the ProxmoxCluster's side: `cluster_reconcile.rs`, the schemas of both
+/// kinds: the tests above).
+#[tokio::test]
+async fn b44_contract_fields_survive_the_api_server_and_unknown_ones_are_pruned() {
+    use crate::support::machine::*;
+    use capmox_controller::api::ProxmoxMachineSpec;
+    use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+
+    let w = world().await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    w.machine("wl1", "m1", ProxmoxMachineSpec::default()).await;
+    w.provision("m1").await;
+    let resource = |kind: &str| {
+        ApiResource::from_gvk(&GroupVersionKind::gvk(
+            capmox_controller::api::GROUP,
+            VERSION,
+            kind,
+        ))
+    };
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(w.client.clone(), NS, &resource("ProxmoxMachine"));
+    // A field the schema does not know is pruned on write.
+    raw.patch_status(
+        "m1",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"ready": true}})),
+    )
+    .await
+    .unwrap();
+    let m = raw.get("m1").await.unwrap().data;
+    assert_eq!(
+        m.pointer("/status/ready"),
+        None,
+        "pruned as kube-apiserver prunes it: {m}"
+    );
+    assert_eq!(
+        m.pointer("/status/initialization/provisioned"),
+        Some(&Value::Bool(true)),
+        "{m}"
+    );
+    let pid = m.pointer("/spec/providerID").and_then(Value::as_str);
+    assert!(pid.is_some_and(|p| p.starts_with("proxmox://")), "{m}");
 }

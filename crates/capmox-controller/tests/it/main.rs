@@ -8,12 +8,14 @@
 mod support;
 
 mod capi_contract;
+mod cluster_backoff;
 mod cluster_controller;
 mod cluster_privileges;
 mod cluster_reconcile;
 mod cluster_secrets;
 mod crds;
 mod image;
+mod machine_backoff;
 mod machine_bootstrap;
 mod machine_concurrency;
 mod machine_crash;
@@ -21,6 +23,7 @@ mod machine_faults;
 mod machine_ha;
 mod machine_ipam;
 mod machine_lifecycle;
+mod machine_lookup;
 mod machine_metrics;
 mod machine_node_tasks;
 mod machine_out_of_band;

@@ -322,13 +322,18 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     };
 
     // Conditions.
+    // A failing instance's entry says when it is probed again.
     let broken: Vec<String> = st
         .instances
         .iter()
         .filter(|i| !i.ready)
         .map(|i| {
+            let retry = probe_of(&i.name)
+                .retry
+                .map(|r| format!("; {}", r.text()))
+                .unwrap_or_default();
             format!(
-                "{}: {}",
+                "{}: {}{retry}",
                 i.name,
                 i.message.as_deref().unwrap_or("not ready")
             )

@@ -67,6 +67,30 @@ pub struct ProbeResult {
     /// Privileges the token lacks for the features in use
     /// ([`privileges::missing`]); they do not make the instance unready.
     pub missing_privileges: Vec<crate::api::MissingPrivilege>,
+    /// A failed probe's retry: set by [`super::cache::ProbeCache::record`];
+    /// `None` when ready or not recorded yet.
+    pub retry: Option<ProbeRetry>,
+}
+
+/// When a failing instance is probed again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProbeRetry {
+    /// Consecutive failed probes (1 = the first).
+    pub failures: u32,
+    /// When the next probe is due.
+    pub at: k8s_openapi::jiff::Timestamp,
+}
+
+impl ProbeRetry {
+    /// "probe N failed; next probe at T" (stable between polls: the time is
+    /// absolute, seconds).
+    pub fn text(&self) -> String {
+        format!(
+            "probe {} failed; next probe at {}",
+            self.failures,
+            self.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
+    }
 }
 
 impl ProbeResult {
@@ -80,6 +104,7 @@ impl ProbeResult {
             message: Some(message.into()),
             identity: None,
             missing_privileges: Vec::new(),
+            retry: None,
         }
     }
 }
@@ -237,6 +262,7 @@ pub fn evaluate(
         },
         identity: Some(identity_from_status(origin, status)),
         missing_privileges: Vec::new(),
+        retry: None,
     }
 }
 

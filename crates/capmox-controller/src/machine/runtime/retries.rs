@@ -52,18 +52,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// `base × 2^(n-1)` capped at `max`, plus up to 10 % jitter from `seed`.
-pub fn delay(base: Duration, max: Duration, attempt: u32, seed: &str) -> Duration {
-    let exp = base.saturating_mul(1u32 << attempt.saturating_sub(1).min(20));
-    let capped = exp.min(max);
-    // FNV-1a: stable across builds and platforms.
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in seed.bytes().chain(attempt.to_le_bytes()) {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    capped + capped.mul_f64((h % 100) as f64 / 1000.0)
-}
+pub use crate::backoff::delay;
 
 impl Retries {
     /// Delays start at `base` and double per consecutive failure up to `max`

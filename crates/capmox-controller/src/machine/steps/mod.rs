@@ -127,13 +127,11 @@ pub fn failed(run: &Run<'_>, step: StepKind, class: &'static str, reason: Reason
             fresh: true,
         });
     }
-    Observed::Failed(run.rt().retries.failed(
-        &run.me.uid,
-        step,
-        class,
-        reason,
-        run.machine.metadata.generation,
-    ))
+    Observed::Failed(
+        run.rt()
+            .retries
+            .failed(&run.me.uid, step, class, reason, run.generation),
+    )
 }
 
 /// [`failed`] for a Proxmox error: its class, and `reason`.

@@ -134,7 +134,12 @@ impl Env {
 
     /// A reconcile context; `probe_period` tiny makes every reconcile probe again.
     pub fn context(&self, probe_period: Duration) -> Arc<ClusterContext> {
-        let (shared, handle) = self.shared(options(probe_period));
+        self.context_with(options(probe_period))
+    }
+
+    /// A reconcile context with `options`.
+    pub fn context_with(&self, options: ControllerOptions) -> Arc<ClusterContext> {
+        let (shared, handle) = self.shared(options);
         let stores = super::watched_stores(&shared);
         self.handles
             .lock()

@@ -59,6 +59,8 @@ pub struct World {
 pub struct WorldOptions {
     pub sim: SimConfig,
     pub machine: MachineOptions,
+    /// The controller's time scale (the simulator's is in `sim`).
+    pub time_scale: f64,
 }
 
 impl Default for WorldOptions {
@@ -66,6 +68,7 @@ impl Default for WorldOptions {
         WorldOptions {
             sim: fast_sim(),
             machine: MachineOptions::default(),
+            time_scale: SCALE,
         }
     }
 }
@@ -111,7 +114,7 @@ pub async fn world_with(opts: WorldOptions) -> World {
     let client = kube.client().await.unwrap();
     let sim = Simulator::start(opts.sim).await.unwrap();
     let options = ControllerOptions {
-        time_scale: SCALE,
+        time_scale: opts.time_scale,
         ..ControllerOptions::default()
     };
     let (shared, shutdown) = Shared::new(
