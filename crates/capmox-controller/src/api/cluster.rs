@@ -99,15 +99,27 @@ pub struct ApiEndpoint {
 /// How `ProxmoxMachine.spec.providerID` is written.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ProviderIdFormat {
-    /// `proxmox://<smbios1 uuid of the VM>` — what kubelet gets as `--provider-id`
-    /// through the cloud-init instance-id; unique across instances.
+    /// `proxmox://<smbios1 uuid of the VM, lower case>` — what kubelet gets as
+    /// `--provider-id` through the cloud-init instance-id, and what the
+    /// Proxmox CCM writes in its `capmox` mode (docs/provider-id.md).
     #[default]
     #[serde(rename = "UUID")]
     Uuid,
     /// `proxmox://<instance>/<vmid>` — what the Proxmox cloud controller manager
-    /// writes on Nodes (region = instance name).
+    /// writes on Nodes in its default mode (region = instance name,
+    /// docs/provider-id.md).
     #[serde(rename = "InstanceVMID")]
     InstanceVmid,
+}
+
+impl ProviderIdFormat {
+    /// The format's name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderIdFormat::Uuid => "UUID",
+            ProviderIdFormat::InstanceVmid => "InstanceVMID",
+        }
+    }
 }
 
 /// How machines are distributed over the listed instances.

@@ -19,6 +19,7 @@ use pve_client::options::DiskSlot;
 use pve_client::{TaskFailureKind, VmLock};
 
 use super::operation::Operation;
+use crate::api::cluster::ProviderIdFormat;
 use crate::api::machine::{DeviceAddresses, Disks};
 use crate::cloudinit::FormatError;
 use crate::machine::plan::placement::PlacementError;
@@ -315,6 +316,9 @@ pub enum Observed {
     /// The bootstrap ISO volumes of this machine found on the instance's
     /// ISO storages.
     MediaFound(Vec<MediaVolume>),
+    /// Another machine records the providerID our VM would get (`Some`:
+    /// its `namespace/name`), or none does.
+    ProviderIdHolder(Option<String>),
     /// The finalizer was added.
     FinalizerAdded,
     /// The finalizer was removed: the machine is gone.
@@ -425,6 +429,10 @@ pub struct Facts {
     pub skip_agent: bool,
     /// Confirm the bootstrap finished before `provisioned`.
     pub check_bootstrap: bool,
+    /// `spec.providerID`, as recorded (never changed once set).
+    pub provider_id: Option<String>,
+    /// The ProxmoxCluster's `providerIDFormat`.
+    pub provider_id_format: ProviderIdFormat,
 
     // ---- the objects around it --------------------------------------------
     /// The Cluster is paused or the object carries the pause annotation.
@@ -458,6 +466,9 @@ pub struct Facts {
     pub duplicates: Option<Option<String>>,
     /// ISO volumes of this machine found by the deletion's sweep.
     pub media_found: Option<Vec<MediaVolume>>,
+    /// Another machine recording the providerID our VM would get
+    /// (`Some(None)`: none does).
+    pub provider_id_holder: Option<Option<String>>,
 
     // ---- memory of this process ---------------------------------------------
     /// The node and template chosen for the clone (in flight).
@@ -517,6 +528,7 @@ impl Facts {
             Observed::Bootstrap(b) => self.bootstrap = Some(b),
             Observed::Duplicates(d) => self.duplicates = Some(d),
             Observed::MediaFound(v) => self.media_found = Some(v),
+            Observed::ProviderIdHolder(h) => self.provider_id_holder = Some(h),
             Observed::FinalizerAdded => self.has_finalizer = true,
             Observed::FinalizerRemoved => self.has_finalizer = false,
             Observed::InstanceChosen {

@@ -232,6 +232,8 @@ impl World {
             disks: None,
             skip_agent: false,
             check_bootstrap: true,
+            provider_id: None,
+            provider_id_format: Default::default(),
             paused: false,
             spec_problems: None,
             owner: Owner::Present {
@@ -250,6 +252,7 @@ impl World {
             bootstrap: None,
             duplicates: None,
             media_found: None,
+            provider_id_holder: None,
             plan: self.mem.plan.then(|| Plan {
                 node: node("pve-a1"),
                 template: TemplateVm {
@@ -269,6 +272,8 @@ impl World {
     fn observe(&mut self, what: Observe, f: &Facts) -> Observed {
         match what {
             Observe::Client => Observed::Client(ClientFact::Ready),
+            // One machine in this world: nobody else records its providerID.
+            Observe::ProviderIdHolder => Observed::ProviderIdHolder(None),
             Observe::Task => Observed::Task(match &self.task {
                 None => TaskFact::Lost(Operation::Configure),
                 Some(t) => {

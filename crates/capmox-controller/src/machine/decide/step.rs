@@ -36,6 +36,8 @@ pub enum Observe {
     Duplicates,
     /// This machine's ISO volumes on the instance's ISO storages.
     Media,
+    /// Whether another machine records the providerID our VM would get.
+    ProviderIdHolder,
 }
 
 /// The kind of an action step: the key of its retry state.

@@ -121,6 +121,8 @@ fn base() -> Facts {
         disks: None,
         skip_agent: false,
         check_bootstrap: true,
+        provider_id: None,
+        provider_id_format: Default::default(),
         paused: false,
         spec_problems: None,
         owner: Owner::Present {
@@ -139,6 +141,7 @@ fn base() -> Facts {
         bootstrap: None,
         duplicates: None,
         media_found: None,
+        provider_id_holder: Some(None),
         plan: None,
         in_line: None,
         gates: Vec::new(),
@@ -424,6 +427,31 @@ fn a_running_vm_waits_for_addresses_and_the_bootstrap_then_is_provisioned() {
     let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
     f.skip_agent = true;
     assert!(matches!(decide(&f), Step::Provision(d) if d[0].ipv4 == ["10.10.0.20"]));
+}
+
+#[test]
+fn a_provider_id_another_machine_records_is_not_published_b36() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    f.skip_agent = true;
+    f.provider_id_holder = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::ProviderIdHolder));
+    f.apply(Observed::ProviderIdHolder(Some("default/other-m1".into())));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "ProviderIDInUse");
+    assert_eq!(until(&s), Until::Change);
+    let Step::Wait(w) = &s else { panic!("{s:?}") };
+    assert!(
+        w.reason.message().contains("recorded by ProxmoxMachine default/other-m1"),
+        "{}",
+        w.reason.message()
+    );
+    // A recorded providerID is kept without looking anyone up.
+    f.provider_id = Some("proxmox://0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6".into());
+    f.provider_id_holder = None;
+    assert!(matches!(decide(&f), Step::Provision(_)));
+    f.provider_id = None;
+    f.apply(Observed::ProviderIdHolder(None));
+    assert!(matches!(decide(&f), Step::Provision(_)));
 }
 
 #[test]

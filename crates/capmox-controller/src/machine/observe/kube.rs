@@ -178,6 +178,12 @@ fn initial(
         check_bootstrap: m.spec.checks.is_none_or(|c| {
             !c.skip_qemu_guest_agent.unwrap_or(false) && !c.skip_cloud_init_status.unwrap_or(false)
         }),
+        provider_id: m.spec.provider_id.clone(),
+        provider_id_format: world
+            .proxmox_cluster
+            .as_ref()
+            .map(|p| p.spec.provider_id_format())
+            .unwrap_or_default(),
         paused: false,
         spec_problems: (!problems.is_empty()).then(|| summarize(&problems)),
         owner,
@@ -198,6 +204,7 @@ fn initial(
         bootstrap: None,
         duplicates: None,
         media_found: None,
+        provider_id_holder: None,
         plan: memo.plan.clone(),
         in_line: None,
         gates: Vec::new(),

@@ -14,6 +14,8 @@
 //! | [`bootstrap`] | whether the bootstrap finished (sentinel file) |
 //! | [`duplicates`] | claimed addresses another machine holds in the same network |
 //! | [`media`] | this machine's ISO volumes on the instance's storages |
+//! | [`storage`] | which storages are enabled and active on which node (for the plan step) |
+//! | [`provider_id`] | whether another machine records the providerID our VM would get |
 
 pub mod agent;
 pub mod bootstrap;
@@ -22,6 +24,8 @@ pub mod client;
 pub mod duplicates;
 pub mod kube;
 pub mod media;
+pub mod provider_id;
+pub mod storage;
 pub mod task;
 pub mod vm;
 
@@ -47,5 +51,6 @@ pub async fn run(what: Observe, run: &mut Run<'_>, facts: &Facts) -> Result<Obse
         Observe::Bootstrap => Ok(bootstrap::observe(run, facts).await),
         Observe::Duplicates => Ok(duplicates::observe(run, facts).await),
         Observe::Media => Ok(media::observe(run, facts).await),
+        Observe::ProviderIdHolder => Ok(provider_id::observe(run, facts).await),
     }
 }
