@@ -15,8 +15,8 @@ pub mod v1alpha2;
 pub mod validation;
 
 pub use cluster::{
-    ApiEndpoint, ClusterMode, ClusterSettings, FailureDomain, InstanceNetwork, InstanceSpec,
-    InstanceStatus, IpPoolStatus, ProviderIdFormat, ProxmoxCluster, ProxmoxClusterSpec,
+    ApiEndpoint, ClusterMode, ClusterSettings, EndpointClaimStatus, EndpointPool, FailureDomain,
+    InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, ProviderIdFormat, ProxmoxCluster, ProxmoxClusterSpec,
     ProxmoxClusterStatus,
 };
 pub use common::{
