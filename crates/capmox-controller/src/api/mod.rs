@@ -16,8 +16,8 @@ pub mod validation;
 
 pub use cluster::{
     ApiEndpoint, ClusterMode, ClusterSettings, EndpointClaimStatus, EndpointPool, FailureDomain,
-    InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, ProviderIdFormat, ProxmoxCluster, ProxmoxClusterSpec,
-    ProxmoxClusterStatus,
+    InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, ProviderIdFormat, ProxmoxCluster,
+    ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 pub use common::{
     Condition, Initialization, IpConfig, IpPoolReference, MatchPolicy, SchedulerHints, SecretRef,

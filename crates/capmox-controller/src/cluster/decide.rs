@@ -26,8 +26,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::probe::{CredentialState, ProbeResult};
 use crate::api::validation::{FieldError, summarize};
 use crate::api::{
-    ApiEndpoint, ClusterMode, EndpointClaimStatus, FailureDomain, Initialization, InstanceStatus, IpPoolStatus,
-    ProxmoxClusterSpec, ProxmoxClusterStatus,
+    ApiEndpoint, ClusterMode, EndpointClaimStatus, FailureDomain, Initialization, InstanceStatus,
+    IpPoolStatus, ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 use crate::capi::core::Endpoint;
 use crate::conditions::{self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, READY, Status};
@@ -527,7 +527,11 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     st.control_plane_endpoint_claim = inp.endpoint_claim.cloned();
     let ready = if !endpoint_ok {
         let why = inp.endpoint_wait.map_or_else(|| "spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint".to_string(), str::to_string);
-        Desired::new(READY, Status::False, &Reason::WaitingForControlPlaneEndpoint(why))
+        Desired::new(
+            READY,
+            Status::False,
+            &Reason::WaitingForControlPlaneEndpoint(why),
+        )
     } else if !usable {
         let why = match mode {
             ClusterMode::MultiInstance => format!(

@@ -302,7 +302,8 @@ async fn create_claim(
         },
         status: None,
     };
-    let api: Api<IPAddressClaim> = Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
+    let api: Api<IPAddressClaim> =
+        Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
     match api.create(&PostParams::default(), &claim).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
@@ -324,7 +325,8 @@ pub async fn release(kube: &kube::Client, pc: &ProxmoxCluster) -> Result<bool, E
     else {
         return Ok(false);
     };
-    let api: Api<IPAddressClaim> = Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
+    let api: Api<IPAddressClaim> =
+        Api::namespaced(kube.clone(), &pc.namespace().unwrap_or_default());
     match api.delete(&c.name, &DeleteParams::default()).await {
         Ok(_) => {
             tracing::info!(claim = %c.name, "released the control-plane endpoint's claim");

@@ -74,10 +74,7 @@ fn a_user_set_endpoint_wins_on_either_object() {
         host: String::new(),
         port: 0,
     };
-    assert!(matches!(
-        step(&s, Some(&empty), None, None),
-        Step::Claim(_)
-    ));
+    assert!(matches!(step(&s, Some(&empty), None, None), Step::Claim(_)));
 }
 
 #[test]

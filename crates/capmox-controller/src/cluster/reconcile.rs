@@ -37,9 +37,9 @@ use tracing::Instrument;
 
 use super::cache::{ProbeCache, ProbeKey, Schedule};
 use super::decide::{self, Inputs, MachineCounts, instances_to_probe};
-use super::{endpoint, pools};
 use super::probe::{self, ProbeResult, describe_error};
 use super::{CONTROLLER_NAME, FINALIZER};
+use super::{endpoint, pools};
 use crate::api::validation::{cluster_warnings, validate_cluster};
 use crate::api::{ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
 use crate::backoff::Backoff;
@@ -545,7 +545,10 @@ async fn apply(
         validation: &validation,
         warnings: &warnings,
         cluster_endpoint,
-        endpoint_claim: ep.claim.as_ref().or(previous.control_plane_endpoint_claim.as_ref()),
+        endpoint_claim: ep
+            .claim
+            .as_ref()
+            .or(previous.control_plane_endpoint_claim.as_ref()),
         endpoint_wait: ep.wait.as_deref(),
         probes: &probes,
         machines: &machines,

@@ -327,10 +327,7 @@ fn shortening_by_example() {
         pool_name("wl1", Some("dc-a"), IpFamily::V4),
         "wl1-dc-a-ipv4-97c9bbbd1ee4075d"
     );
-    assert_eq!(
-        endpoint_claim_name("wl1"),
-        "wl1-control-plane-endpoint"
-    );
+    assert_eq!(endpoint_claim_name("wl1"), "wl1-control-plane-endpoint");
     let long = endpoint_claim_name(&"c".repeat(253));
     assert_eq!(long.len(), 253);
     assert_eq!(long, endpoint_pool_name(&"c".repeat(253)));

@@ -327,7 +327,10 @@ async fn b37_nodes_without_the_needed_storage_are_not_candidates() {
         m1.status.as_ref().unwrap().proxmox_node.as_deref(),
         Some("pve-a2")
     );
-    let vm = w.pve("dc-a").vm(m1.spec.virtual_machine_id.unwrap()).unwrap();
+    let vm = w
+        .pve("dc-a")
+        .vm(m1.spec.virtual_machine_id.unwrap())
+        .unwrap();
     assert!(vm.config["scsi1"].starts_with("fast-b:"), "{:?}", vm.config);
 
     w.machine(

@@ -394,11 +394,7 @@ async fn storage_listing_filters() {
 #[tokio::test]
 async fn storage_enabled_and_active_per_node_b37() {
     let mut cfg = fast_config();
-    let dc = cfg
-        .clusters
-        .iter_mut()
-        .find(|c| c.name == "dc-a")
-        .unwrap();
+    let dc = cfg.clusters.iter_mut().find(|c| c.name == "dc-a").unwrap();
     let mut fast = dc.storages[1].clone();
     fast.name = "fast-a".into();
     fast.nodes = Some(vec!["pve-a1".into()]);
@@ -437,7 +433,10 @@ async fn storage_enabled_and_active_per_node_b37() {
         ],
         "fast-a is not configured for pve-a3; ceph does not activate there; old-nfs is disabled"
     );
-    let enabled_only = listed(&a.get("/nodes/pve-a3/storage?content=images&enabled=1").await);
+    let enabled_only = listed(
+        &a.get("/nodes/pve-a3/storage?content=images&enabled=1")
+            .await,
+    );
     assert!(enabled_only.iter().all(|(s, _, _)| s != "old-nfs"));
     let a1 = listed(&a.get("/nodes/pve-a1/storage?content=images").await);
     assert!(a1.contains(&("fast-a".to_string(), 1, 1)));
@@ -463,7 +462,11 @@ async fn storage_enabled_and_active_per_node_b37() {
         async move {
             a.post(
                 &format!("/nodes/{node}/storage/{storage}/content"),
-                &[("vmid", "777"), ("filename", "vm-777-disk-0"), ("size", "1G")],
+                &[
+                    ("vmid", "777"),
+                    ("filename", "vm-777-disk-0"),
+                    ("size", "1G"),
+                ],
             )
             .await
         }
@@ -472,12 +475,19 @@ async fn storage_enabled_and_active_per_node_b37() {
     assert_eq!(r.status, 500, "{r:?}");
     assert_eq!(r.reason, "storage 'ceph' is not online");
     let r = alloc("pve-a2", "fast-a").await;
-    assert_eq!(r.reason, "storage 'fast-a' is not available on node 'pve-a2'");
+    assert_eq!(
+        r.reason,
+        "storage 'fast-a' is not available on node 'pve-a2'"
+    );
     let r = alloc("pve-a1", "old-nfs").await;
     assert_eq!(r.reason, "storage 'old-nfs' is disabled");
     assert_eq!(alloc("pve-a1", "fast-a").await.status, 200);
 
     // Activation comes back at run time.
-    assert!(sim.cluster("dc-a").unwrap().set_storage_active("ceph", "pve-a3", true));
+    assert!(
+        sim.cluster("dc-a")
+            .unwrap()
+            .set_storage_active("ceph", "pve-a3", true)
+    );
     assert_eq!(alloc("pve-a3", "ceph").await.status, 200);
 }

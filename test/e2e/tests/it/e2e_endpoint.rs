@@ -75,7 +75,9 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
             |client| {
                 let ns = ns2.clone();
                 async move {
-                    let pxc = scenario::proxmox_cluster(&client, &ns, "wl6").await?.unwrap();
+                    let pxc = scenario::proxmox_cluster(&client, &ns, "wl6")
+                        .await?
+                        .unwrap();
                     let cluster = Api::<Cluster>::namespaced(client.clone(), &ns)
                         .get("wl6")
                         .await
@@ -114,8 +116,17 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
             "address": "10.10.0.5"
         }))
     );
-    assert_eq!(str_at(&pxc.data, "/spec/controlPlaneEndpoint/host"), Some("10.10.0.5"));
-    let claims = ok(scenario::list(&env.client, &ns, "ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim").await);
+    assert_eq!(
+        str_at(&pxc.data, "/spec/controlPlaneEndpoint/host"),
+        Some("10.10.0.5")
+    );
+    let claims = ok(scenario::list(
+        &env.client,
+        &ns,
+        "ipam.cluster.x-k8s.io/v1beta2",
+        "IPAddressClaim",
+    )
+    .await);
     let endpoint_claims: Vec<&str> = claims
         .iter()
         .filter_map(|c| str_at(&c.data, "/metadata/name"))
@@ -134,7 +145,10 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
 
     // The user's endpoint was left alone.
     let wl7 = ok(scenario::proxmox_cluster(&env.client, &ns, "wl7").await).unwrap();
-    assert_eq!(str_at(&wl7.data, "/spec/controlPlaneEndpoint/host"), Some("10.10.0.250"));
+    assert_eq!(
+        str_at(&wl7.data, "/spec/controlPlaneEndpoint/host"),
+        Some("10.10.0.250")
+    );
     assert_eq!(wl7.data.pointer("/status/controlPlaneEndpointClaim"), None);
 
     // Deleting wl6 releases its claim, address and pool; wl7 keeps its own.
@@ -174,6 +188,9 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
         )
         .await);
     let wl7 = ok(scenario::proxmox_cluster(&env.client, &ns, "wl7").await).unwrap();
-    assert_eq!(str_at(&wl7.data, "/spec/controlPlaneEndpoint/host"), Some("10.10.0.250"));
+    assert_eq!(
+        str_at(&wl7.data, "/spec/controlPlaneEndpoint/host"),
+        Some("10.10.0.250")
+    );
     env.shutdown().await;
 }

@@ -246,13 +246,19 @@ fn vip_pool_template_claims_the_endpoint_and_kube_vip_reads_it() {
     let manifest = spec["files"][0]["content"].as_str().unwrap();
     assert!(manifest.contains("{name: address, value: \"CONTROL_PLANE_ENDPOINT_HOST\"}"));
     let command = spec["preKubeadmCommands"][0].as_str().unwrap();
-    assert!(command.contains("s/CONTROL_PLANE_ENDPOINT_HOST/"), "{command}");
+    assert!(
+        command.contains("s/CONTROL_PLANE_ENDPOINT_HOST/"),
+        "{command}"
+    );
     assert!(command.contains("/run/kubeadm/kubeadm*.yaml"), "{command}");
     // The rest is the multi-instance flavor.
-    assert_eq!(kinds(&docs), kinds(&render_and_check(
-        "templates/cluster-template-multi-instance.yaml",
-        &multi_vars(),
-    )));
+    assert_eq!(
+        kinds(&docs),
+        kinds(&render_and_check(
+            "templates/cluster-template-multi-instance.yaml",
+            &multi_vars(),
+        ))
+    );
 }
 
 #[test]

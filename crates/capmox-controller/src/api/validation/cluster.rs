@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use super::FieldError;
 use super::instances::{check_mode, check_same_cluster, mode_warnings};
 use super::network::{
-    IpFamily, check_endpoint, check_endpoint_pool, check_ip_config, check_name_servers, check_pool_overlaps,
+    IpFamily, check_endpoint, check_endpoint_pool, check_ip_config, check_name_servers,
+    check_pool_overlaps,
 };
 use super::template::{check_template_source, check_vmid_range};
 use crate::api::cluster::ProxmoxClusterSpec;

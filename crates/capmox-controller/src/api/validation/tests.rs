@@ -281,7 +281,11 @@ fn cluster_cases() -> Vec<Case> {
             name: "endpoint pool addresses without prefix",
             edit: |v| {
                 remove(v, "/controlPlaneEndpoint");
-                set(v, "/controlPlaneEndpointPool", json!({"addresses": ["10.10.0.5"]}));
+                set(
+                    v,
+                    "/controlPlaneEndpointPool",
+                    json!({"addresses": ["10.10.0.5"]}),
+                );
             },
             path: "spec.controlPlaneEndpointPool.prefix",
             says: "required",
@@ -690,7 +694,10 @@ fn an_endpoint_pool_stands_for_the_endpoint() {
     );
     let spec: ProxmoxClusterSpec = serde_json::from_value(v.clone()).unwrap();
     assert_eq!(validate_cluster(&spec), vec![]);
-    assert_eq!(cel_errors("ProxmoxCluster", v.clone(), None), Vec::<String>::new());
+    assert_eq!(
+        cel_errors("ProxmoxCluster", v.clone(), None),
+        Vec::<String>::new()
+    );
     set(
         &mut v,
         "/controlPlaneEndpointPool",

@@ -32,6 +32,11 @@ fn holder(run: &Run<'_>, facts: &Facts) -> Option<String> {
         .into_iter()
         .filter(|m| m.uid().as_deref() != Some(run.me.uid.as_str()))
         .map(|m| latest_known(run, m))
-        .find(|m| m.spec.provider_id.as_deref().is_some_and(|p| same(p, &ours)))
+        .find(|m| {
+            m.spec
+                .provider_id
+                .as_deref()
+                .is_some_and(|p| same(p, &ours))
+        })
         .map(|m| format!("{}/{}", m.namespace().unwrap_or_default(), m.name_any()))
 }

@@ -129,7 +129,10 @@ pub enum ScheduleError {
         why: String,
     },
     /// No candidate has every storage the VM needs enabled and active.
-    #[error("no node has every storage this VM needs enabled and active: {}", per_node(nodes))]
+    #[error(
+        "no node has every storage this VM needs enabled and active: {}",
+        per_node(nodes)
+    )]
     Storage {
         /// Each candidate and what it lacks.
         nodes: Vec<(String, String)>,
@@ -680,7 +683,10 @@ mod tests {
             &[("fast-a", "spec.storage (clone target)")],
             &["node-a", "node-b", "node-c"],
         );
-        assert_eq!(choose_node(&m1, &three(), &vms, &[]).unwrap().node, "node-a");
+        assert_eq!(
+            choose_node(&m1, &three(), &vms, &[]).unwrap().node,
+            "node-a"
+        );
         let m2 = b37(
             &[("ceph-rbd", "spec.storage (clone target)")],
             &["node-b", "node-c"],
@@ -713,12 +719,10 @@ mod tests {
 
     #[test]
     fn b37_inactive_storage_and_missing_iso_storage_are_named() {
-        let mut r = b37(
-            &[("ceph-rbd", "template 9000 scsi0")],
-            &["node-c"],
-        );
+        let mut r = b37(&[("ceph-rbd", "template 9000 scsi0")], &["node-c"]);
         if let Some(f) = &mut r.storage {
-            f.on_nodes.retain(|s| !(s.node == "node-c" && s.storage == "cephfs"));
+            f.on_nodes
+                .retain(|s| !(s.node == "node-c" && s.storage == "cephfs"));
         }
         assert_eq!(
             choose_node(&r, &three(), &[], &[]).unwrap_err().to_string(),

@@ -204,6 +204,10 @@ mod tests {
         };
         let n = needs(&linked, 9000, &template());
         assert_eq!(n.named[1].storage, "local-lvm");
-        assert!(n.named[1].needed_by.contains("disks.additionalVolumes[0] (scsi1)"));
+        assert!(
+            n.named[1]
+                .needed_by
+                .contains("disks.additionalVolumes[0] (scsi1)")
+        );
     }
 }

@@ -12,8 +12,8 @@ use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, StepKind, VmFact};
 use crate::machine::report::provider_id;
-use crate::machine::vm::provider_id::same;
 use crate::machine::vm::addresses;
+use crate::machine::vm::provider_id::same;
 use crate::reasons::Reason;
 
 /// Writes providerID and the provisioned status.

@@ -74,17 +74,27 @@ mod tests {
         // The CCM in capmox mode: `GetProviderIDFromUUID(uuid)` with the
         // UUID of smbios1 (lower case, as Proxmox writes it).
         assert_eq!(id, format!("proxmox://{UUID_LOWER}"));
-        assert_eq!(ccm_parse(&id), None, "the CCM then finds the VM by name or UUID");
+        assert_eq!(
+            ccm_parse(&id),
+            None,
+            "the CCM then finds the VM by name or UUID"
+        );
     }
 
     #[test]
     fn uuids_compare_case_insensitively_other_forms_exactly() {
         let lower = format!("proxmox://{UUID_LOWER}");
         let upper = format!("proxmox://{UUID_UPPER}");
-        assert!(same(&lower, &upper), "B36 n1: an upper-case SystemUUID matches");
+        assert!(
+            same(&lower, &upper),
+            "B36 n1: an upper-case SystemUUID matches"
+        );
         assert!(same("proxmox://dc-b/131", "proxmox://dc-b/131"));
         assert!(!same("proxmox://dc-b/131", "proxmox://DC-B/131"));
-        assert!(!same(&lower, "proxmox://dc-b/131"), "B36 n2: another format");
+        assert!(
+            !same(&lower, "proxmox://dc-b/131"),
+            "B36 n2: another format"
+        );
         assert!(!same(&lower, UUID_LOWER), "no scheme");
     }
 }

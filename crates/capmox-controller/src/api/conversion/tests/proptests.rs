@@ -34,11 +34,11 @@ use crate::api::machine::{
 use crate::api::v1alpha2 as v2;
 use crate::api::{
     ApiEndpoint, ClusterMode, ClusterSettings, Condition, EndpointClaimStatus, EndpointPool,
-    FailureDomain, Initialization,
-    InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, NodeInfo, ObjectMetaTemplate,
-    ProviderIdFormat, ProxmoxClusterSpec, ProxmoxClusterStatus, ProxmoxClusterTemplateResource,
-    ProxmoxClusterTemplateSpec, ProxmoxMachineSpec, ProxmoxMachineStatus,
-    ProxmoxMachineTemplateResource, ProxmoxMachineTemplateSpec, ProxmoxMachineTemplateStatus,
+    FailureDomain, Initialization, InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus,
+    NodeInfo, ObjectMetaTemplate, ProviderIdFormat, ProxmoxClusterSpec, ProxmoxClusterStatus,
+    ProxmoxClusterTemplateResource, ProxmoxClusterTemplateSpec, ProxmoxMachineSpec,
+    ProxmoxMachineStatus, ProxmoxMachineTemplateResource, ProxmoxMachineTemplateSpec,
+    ProxmoxMachineTemplateStatus,
 };
 
 fn config() -> ProptestConfig {

@@ -441,7 +441,9 @@ fn a_provider_id_another_machine_records_is_not_published_b36() {
     assert_eq!(until(&s), Until::Change);
     let Step::Wait(w) = &s else { panic!("{s:?}") };
     assert!(
-        w.reason.message().contains("recorded by ProxmoxMachine default/other-m1"),
+        w.reason
+            .message()
+            .contains("recorded by ProxmoxMachine default/other-m1"),
         "{}",
         w.reason.message()
     );
