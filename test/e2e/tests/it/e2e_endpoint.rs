@@ -129,7 +129,7 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
     .await);
     let endpoint_claims: Vec<&str> = claims
         .iter()
-        .filter_map(|c| str_at(&c.data, "/metadata/name"))
+        .filter_map(|c| c.metadata.name.as_deref())
         .filter(|n| n.ends_with("control-plane-endpoint"))
         .collect();
     assert_eq!(endpoint_claims, [claim_name], "one claim, none for wl7");
@@ -172,7 +172,7 @@ async fn endpoint_from_a_pool_is_claimed_once_and_released_with_the_cluster() {
                         ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
                     ] {
                         for o in scenario::list(&client, &ns, api_version, kind).await? {
-                            let name = str_at(&o.data, "/metadata/name").unwrap_or("").to_string();
+                            let name = o.metadata.name.clone().unwrap_or_default();
                             if name.starts_with("wl6") {
                                 left.push(format!("{kind} {name}"));
                             }
