@@ -310,7 +310,7 @@ async fn b37_nodes_without_the_needed_storage_are_not_candidates() {
         without_retry(&condition(&m, "VirtualMachineProvisioned").unwrap().2),
         "no node has every storage this VM needs enabled and active: \
          pve-a1: fast-b (disks.additionalVolumes[0] (scsi1)) is not enabled there; \
-         pve-a3: ceph (template 9000 efidisk0, template 9000 scsi0) is not active there (status unknown); \
+         pve-a3: ceph (template 9000 scsi0, template 9000 efidisk0) is not active there (status unknown); \
          fast-b (disks.additionalVolumes[0] (scsi1)) is not enabled there"
     );
     assert_eq!(m.spec.virtual_machine_id, None, "no VMID reserved");
