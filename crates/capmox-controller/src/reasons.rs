@@ -165,6 +165,17 @@ pub enum Reason {
     TaskWarnings(String),
     /// The VM is up: providerID, addresses, provisioned.
     Provisioned(String),
+    /// The providerID our VM would get is recorded by another machine
+    /// (docs/field-cases.md B36).
+    ProviderIdInUse {
+        /// Our VM.
+        vmid: u32,
+        /// The other machine, `namespace/name`.
+        holder: String,
+    },
+    /// `spec.providerID` is recorded and differs from what the VM's
+    /// SMBIOS UUID and the format give; it is kept (event).
+    ProviderIdMismatch(String),
 
     // ---- the VM after provisioning, or found in an unexpected state ------
     /// The VM is gone; machines are not recreated (CAPI replaces them).
@@ -284,6 +295,7 @@ impl Reason {
             },
             Reason::NoNode(e) => match e {
                 ScheduleError::InsufficientMemory { .. } => "InsufficientMemory",
+                ScheduleError::Storage { .. } => "StorageNotAvailable",
                 _ => "NoNodeAvailable",
             },
             Reason::Vmid(e) => match e {
@@ -321,6 +333,8 @@ impl Reason {
             Reason::MediaDeletionFailed(_) => "BootstrapMediaDeletionFailed",
             Reason::TaskWarnings(_) => "TaskWarnings",
             Reason::Provisioned(_) => "Provisioned",
+            Reason::ProviderIdInUse { .. } => "ProviderIDInUse",
+            Reason::ProviderIdMismatch(_) => "ProviderIDMismatch",
             Reason::VirtualMachineNotFound(_) => "VirtualMachineNotFound",
             Reason::VirtualMachineNotOurs(_) => "VirtualMachineNotOurs",
             Reason::VirtualMachineStopped(_) => "VirtualMachineStopped",
@@ -366,6 +380,9 @@ impl Reason {
             Reason::WaitingForClusterInfrastructure => "waiting for the Cluster's infrastructure to be provisioned (Cluster status.initialization.infrastructureProvisioned)".into(),
             Reason::UnsupportedBootstrapFormat(e) => e.to_string(),
             Reason::InstanceSelected { instance, .. } => format!("instance {instance}"),
+            Reason::ProviderIdInUse { vmid, holder } => format!(
+                "the providerID of VM {vmid} is already recorded by ProxmoxMachine {holder} (a VM copied with its SMBIOS UUID?); it is not published twice, since CAPI would match both machines to one Node: give this VM a new SMBIOS UUID (smbios1) or delete one of the machines"
+            ),
             Reason::InstanceNotSelected(e) => e.to_string(),
             Reason::CredentialsNotReady { instance, detail } => {
                 format!("credentials of instance {instance}: {detail}")
@@ -421,6 +438,7 @@ impl Reason {
             | Reason::MediaDeletionFailed(m)
             | Reason::TaskWarnings(m)
             | Reason::Provisioned(m)
+            | Reason::ProviderIdMismatch(m)
             | Reason::VirtualMachineNotFound(m)
             | Reason::VirtualMachineNotOurs(m)
             | Reason::VirtualMachineStopped(m)
@@ -467,7 +485,8 @@ impl Reason {
             | Reason::VirtualMachineNotOurs(_)
             | Reason::VirtualMachineStopped(_)
             | Reason::HaConfigurationInvalid(_)
-            | Reason::MissingPrivileges(_) => true,
+            | Reason::MissingPrivileges(_)
+            | Reason::ProviderIdInUse { .. } => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,
                 PlacementError::NotReady { .. } | PlacementError::NoneEligible(_)

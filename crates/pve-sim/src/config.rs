@@ -303,6 +303,18 @@ pub struct StorageConfig {
     /// Nodes where the storage is enabled; absent means all.
     #[serde(default)]
     pub nodes: Option<Vec<String>>,
+    /// Disabled in the storage configuration (`disable` in `storage.cfg`):
+    /// `/nodes/{node}/storage` lists it with `enabled: 0, active: 0`,
+    /// `/cluster/resources` leaves it out, and nothing can use it
+    /// (docs/field-cases.md B37).
+    #[serde(default)]
+    pub disabled: bool,
+    /// Nodes where the storage is configured and enabled but cannot be
+    /// activated (an unreachable NFS server, a missing volume group):
+    /// `active: 0` there, `/cluster/resources` status `unknown`, and every
+    /// allocation there fails (docs/field-cases.md B37).
+    #[serde(default)]
+    pub inactive_on: Vec<String>,
     /// Storage-level lock contention model; absent means no contention.
     #[serde(default)]
     pub alloc_lock: Option<AllocLock>,
@@ -741,7 +753,7 @@ impl ClusterConfig {
                     s.name
                 ));
             }
-            for n in s.nodes.iter().flatten() {
+            for n in s.nodes.iter().flatten().chain(&s.inactive_on) {
                 if !nodes.contains(n.as_str()) {
                     return err(format!("storage '{}' names unknown node '{n}'", s.name));
                 }
@@ -922,6 +934,8 @@ fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32)
         content: content.iter().map(|c| c.to_string()).collect(),
         capacity_gib: cap,
         nodes: None,
+        disabled: false,
+        inactive_on: Vec::new(),
         alloc_lock: None,
     };
     let storages = vec![

@@ -306,6 +306,25 @@ impl SimCluster {
             .map(|r| r.resources.clone())
     }
 
+    /// Makes `storage` active (activation works) or inactive on `node`
+    /// (`active: 0`, `/cluster/resources` status `unknown`, allocations
+    /// fail with `storage '…' is not online`). Returns false for an unknown
+    /// storage or node.
+    pub fn set_storage_active(&self, storage: &str, node: &str, active: bool) -> bool {
+        let mut st = self.inner.lock();
+        if !st.nodes.contains_key(node) {
+            return false;
+        }
+        let Some(s) = st.storages.get_mut(storage) else {
+            return false;
+        };
+        s.cfg.inactive_on.retain(|n| n != node);
+        if !active {
+            s.cfg.inactive_on.push(node.to_string());
+        }
+        true
+    }
+
     /// Nodes and their state.
     pub fn nodes(&self) -> Vec<NodeSnapshot> {
         self.inner

@@ -48,6 +48,9 @@ use crate::{clusterctl, crds, setup};
 /// `templates/cluster-template-multi-instance.yaml`.
 pub const MULTI_INSTANCE_TEMPLATE: &str =
     include_str!("../../../templates/cluster-template-multi-instance.yaml");
+/// `templates/cluster-template-multi-instance-vip-pool.yaml`.
+pub const VIP_POOL_TEMPLATE: &str =
+    include_str!("../../../templates/cluster-template-multi-instance-vip-pool.yaml");
 /// `templates/cluster-template.yaml`.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../../templates/cluster-template.yaml");
 

@@ -12,7 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    Condition, Initialization, IpConfig, SchedulerHints, SecretRef, TemplateSource, VmIdRange,
+    Condition, Initialization, IpConfig, IpPoolReference, SchedulerHints, SecretRef,
+    TemplateSource, VmIdRange,
 };
 
 /// Desired state of a ProxmoxCluster.
@@ -29,8 +30,8 @@ use super::common::{
     status = "ProxmoxClusterStatus",
     label("cluster.x-k8s.io/v1beta2", "v1alpha3"),
     validation = kube::core::Rule::new(
-        "has(self.spec.controlPlaneEndpoint) || (has(self.spec.externalManagedControlPlane) && self.spec.externalManagedControlPlane)"
-    ).message("spec.controlPlaneEndpoint is required unless spec.externalManagedControlPlane is true"),
+        "has(self.spec.controlPlaneEndpoint) || has(self.spec.controlPlaneEndpointPool) || (has(self.spec.externalManagedControlPlane) && self.spec.externalManagedControlPlane)"
+    ).message("spec.controlPlaneEndpoint is required unless spec.controlPlaneEndpointPool is set or spec.externalManagedControlPlane is true"),
     printcolumn(name = "Cluster", type_ = "string", json_path = ".metadata.labels['cluster\\.x-k8s\\.io/cluster-name']", description = "Owner CAPI Cluster"),
     printcolumn(name = "Mode", type_ = "string", json_path = ".spec.settings.mode", description = "Default, SingleInstance or MultiInstance"),
     printcolumn(name = "Instances", type_ = "string", json_path = ".status.instancesReady", description = "Ready/total Proxmox instances"),
@@ -45,6 +46,12 @@ pub struct ProxmoxClusterSpec {
     /// required unless `externalManagedControlPlane` is true.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane_endpoint: Option<ApiEndpoint>,
+    /// Claim the endpoint's host from an IP pool through the CAPI IPAM
+    /// contract when `controlPlaneEndpoint` is not set (docs/control-plane-endpoint.md):
+    /// the claimed address is written into `controlPlaneEndpoint` and the
+    /// Cluster's, once; a set endpoint is never replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint_pool: Option<EndpointPool>,
     /// The endpoint comes from an external control plane provider.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_managed_control_plane: Option<bool>,
@@ -96,18 +103,78 @@ pub struct ApiEndpoint {
     pub port: i32,
 }
 
+/// `spec.controlPlaneEndpointPool`: where the control-plane endpoint's
+/// address is claimed from — an existing pool (`poolRef`), or `addresses`
+/// for a pool the provider creates and owns (an `InClusterIPPool` named by
+/// `names::endpoint_pool_name`). Exactly one of the two.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointPool {
+    /// An IPAM pool of any provider (e.g. `InClusterIPPool`,
+    /// `GlobalInClusterIPPool`) to claim the address from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_ref: Option<IpPoolReference>,
+    /// Addresses of a pool the provider creates: ranges
+    /// (`10.10.0.5-10.10.0.9`), CIDRs or single addresses, one family.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 100)))]
+    pub addresses: Vec<String>,
+    /// Prefix length of the addresses' subnet; required with `addresses`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 128))]
+    pub prefix: Option<u8>,
+    /// The API server's TCP port; 6443 when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<i32>,
+}
+
+impl EndpointPool {
+    /// The port of the endpoint (6443 when absent).
+    pub fn port(&self) -> i32 {
+        self.port.unwrap_or(6443)
+    }
+}
+
+/// `status.controlPlaneEndpointClaim`: the `IPAddressClaim` this cluster's
+/// control-plane endpoint is claimed with, recorded before it is created and
+/// deleted by this record when the cluster is deleted.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointClaimStatus {
+    /// Name of the claim (in the cluster's namespace).
+    pub name: String,
+    /// The pool it claims from.
+    pub pool_ref: IpPoolReference,
+    /// The address the pool allocated, once it has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+}
+
 /// How `ProxmoxMachine.spec.providerID` is written.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub enum ProviderIdFormat {
-    /// `proxmox://<smbios1 uuid of the VM>` — what kubelet gets as `--provider-id`
-    /// through the cloud-init instance-id; unique across instances.
+    /// `proxmox://<smbios1 uuid of the VM, lower case>` — what kubelet gets as
+    /// `--provider-id` through the cloud-init instance-id, and what the
+    /// Proxmox CCM writes in its `capmox` mode (docs/provider-id.md).
     #[default]
     #[serde(rename = "UUID")]
     Uuid,
     /// `proxmox://<instance>/<vmid>` — what the Proxmox cloud controller manager
-    /// writes on Nodes (region = instance name).
+    /// writes on Nodes in its default mode (region = instance name,
+    /// docs/provider-id.md).
     #[serde(rename = "InstanceVMID")]
     InstanceVmid,
+}
+
+impl ProviderIdFormat {
+    /// The format's name as written in the spec.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderIdFormat::Uuid => "UUID",
+            ProviderIdFormat::InstanceVmid => "InstanceVMID",
+        }
+    }
 }
 
 /// How machines are distributed over the listed instances.
@@ -277,6 +344,10 @@ pub struct ProxmoxClusterStatus {
     /// IP pools created for this cluster (per instance and family).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ip_pools: Vec<IpPoolStatus>,
+    /// The claim of the control-plane endpoint's address
+    /// (`spec.controlPlaneEndpointPool`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control_plane_endpoint_claim: Option<EndpointClaimStatus>,
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,

@@ -15,9 +15,9 @@ pub mod v1alpha2;
 pub mod validation;
 
 pub use cluster::{
-    ApiEndpoint, ClusterMode, ClusterSettings, FailureDomain, HaSettings, InstanceNetwork,
-    InstanceSpec, InstanceStatus, IpPoolStatus, MissingPrivilege, ProviderIdFormat, ProxmoxCluster,
-    ProxmoxClusterSpec, ProxmoxClusterStatus,
+    ApiEndpoint, ClusterMode, ClusterSettings, EndpointClaimStatus, EndpointPool, FailureDomain,
+    HaSettings, InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, MissingPrivilege,
+    ProviderIdFormat, ProxmoxCluster, ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 pub use common::{
     Condition, Initialization, IpConfig, IpPoolReference, MatchPolicy, SchedulerHints, SecretRef,

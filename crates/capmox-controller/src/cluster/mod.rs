@@ -6,6 +6,7 @@
 //! | [`probe`] | instance health probes and their messages |
 //! | [`cache`] | probe results between reconciles and the re-probe schedule |
 //! | [`pools`] | the cluster's `InClusterIPPool`s |
+//! | [`endpoint`] | the control-plane endpoint claimed from an IP pool |
 //! | [`reconcile`] | the executor (Kubernetes and Proxmox calls) |
 //! | [`watches`] | what triggers a reconcile: Secrets, CAPI Clusters, ProxmoxMachines, owned pools |
 //!
@@ -17,6 +18,7 @@
 
 pub mod cache;
 pub mod decide;
+pub mod endpoint;
 pub mod pools;
 pub mod probe;
 pub mod reconcile;
@@ -33,7 +35,7 @@ use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
 
 use crate::api::{ProxmoxCluster, ProxmoxMachine};
 use crate::capi::core::Cluster;
-use crate::capi::ipam::InClusterIPPool;
+use crate::capi::ipam::{IPAddressClaim, InClusterIPPool};
 use crate::context::Shared;
 use crate::stores::Stores;
 use crate::watch_filter;
@@ -59,7 +61,7 @@ pub const CONTROLLER_NAME: &str = "proxmoxcluster";
 /// [`Shared::shutdown_signal`] fires and in-flight reconciles finished.
 ///
 /// Watches: ProxmoxClusters (`--namespace`, `--watch-filter`); owned
-/// `InClusterIPPool`s; CAPI `Cluster`s (mapped through `infrastructureRef`);
+/// `InClusterIPPool`s and the owned endpoint `IPAddressClaim`; CAPI `Cluster`s (mapped through `infrastructureRef`);
 /// Secrets (mapped to the clusters whose instances use them; the reflector
 /// also feeds the client map's Secret store); ProxmoxMachines (mapped by the
 /// `cluster.x-k8s.io/cluster-name` label, so machine counts stay right).
@@ -110,6 +112,10 @@ pub fn controller(shared: Arc<Shared>, stores: Stores) -> impl Future<Output = (
     controller
         .owns(
             shared.scoped_api::<InClusterIPPool>(),
+            opts.unfiltered_watcher_config(),
+        )
+        .owns(
+            shared.scoped_api::<IPAddressClaim>(),
             opts.unfiltered_watcher_config(),
         )
         .watches(

@@ -4,7 +4,9 @@
 //! wanted, all of them on cluster deletion).
 //!
 //! One pool per (ProxmoxCluster, instance, family) for instances with their
-//! own `network.ipv4Config` / `ipv6Config` (`<proxmoxcluster>-<instance>-ipv4`),
+//! own `network.ipv4Config` / `ipv6Config`
+//! (`<proxmoxcluster>-<instance>-ipv4-<hash>`, or the name recorded in
+//! `status.ipPools`),
 //! and one shared cluster-wide pool per family from the cluster-level config
 //! (`<proxmoxcluster>-ipv4`) for every instance in use without its own — see
 //! [`crate::instances`] for why the cluster-level pool is shared; names longer
@@ -43,6 +45,10 @@ pub struct DesiredPool {
     pub instance: Option<String>,
     /// Address family.
     pub family: IpFamily,
+    /// The pool of `spec.controlPlaneEndpointPool.addresses`
+    /// ([`super::endpoint::desired_pool`]): not a node pool, so not listed
+    /// in `status.ipPools`.
+    pub endpoint: bool,
     /// Pool spec.
     pub spec: InClusterIpPoolSpec,
 }
@@ -70,10 +76,18 @@ fn pool_spec(c: &IpConfig) -> InClusterIpPoolSpec {
     }
 }
 
-/// The pools `cluster_name`'s spec asks for, sorted by name: per instance in
-/// use with its own config, plus the shared cluster-wide pool when an
-/// instance in use relies on the cluster-level config.
-pub fn desired_pools(cluster_name: &str, spec: &ProxmoxClusterSpec) -> Vec<DesiredPool> {
+/// The node pools `cluster_name`'s spec asks for, sorted by name: per
+/// instance in use with its own config, plus the shared cluster-wide pool
+/// when an instance in use relies on the cluster-level config. A pool
+/// recorded in `recorded` (`status.ipPools`) for the same instance and
+/// family keeps its recorded name (pools made before
+/// [`crate::names::pool_name`] added its hash stay where their addresses
+/// are); others are named by [`crate::names::pool_name`].
+pub fn desired_pools(
+    cluster_name: &str,
+    spec: &ProxmoxClusterSpec,
+    recorded: &[IpPoolStatus],
+) -> Vec<DesiredPool> {
     let mut out: BTreeMap<String, DesiredPool> = BTreeMap::new();
     for inst in instances_to_probe(spec) {
         for family in IpFamily::ALL {
@@ -84,11 +98,21 @@ pub fn desired_pools(cluster_name: &str, spec: &ProxmoxClusterSpec) -> Vec<Desir
                 PoolSource::Instance(_) => Some(inst.name().to_string()),
                 PoolSource::Cluster(_) => None,
             };
-            let name = pool_name(cluster_name, instance.as_deref(), family);
+            let name = recorded
+                .iter()
+                .find(|r| {
+                    r.instance == instance
+                        && r.family == family.as_str()
+                        && r.api_group == IPAM_GROUP
+                        && r.kind == IN_CLUSTER_POOL_KIND
+                })
+                .map(|r| r.name.clone())
+                .unwrap_or_else(|| pool_name(cluster_name, instance.as_deref(), family));
             out.entry(name.clone()).or_insert_with(|| DesiredPool {
                 name,
                 instance,
                 family,
+                endpoint: false,
                 spec: pool_spec(source.config()),
             });
         }
@@ -110,7 +134,7 @@ fn owned_by(pool: &InClusterIPPool, uid: &str) -> bool {
 
 /// Makes the pools of `pc` match `desired`: applies missing or changed ones,
 /// deletes ones it owns that are no longer wanted. Returns the
-/// `status.ipPools` entries.
+/// `status.ipPools` entries (the node pools).
 ///
 /// # Errors
 /// [`Error::Kube`] when a call fails; [`Error::Precondition`] when a pool of
@@ -177,7 +201,11 @@ pub async fn reconcile_pools(
     {
         delete_pool(&api, &stale.name_any()).await?;
     }
-    Ok(desired.iter().map(DesiredPool::status).collect())
+    Ok(desired
+        .iter()
+        .filter(|d| !d.endpoint)
+        .map(DesiredPool::status)
+        .collect())
 }
 
 async fn list_owned(
@@ -275,7 +303,7 @@ mod tests {
             }),
             ..ProxmoxClusterSpec::default()
         };
-        let pools = desired_pools("wl1", &spec);
+        let pools = desired_pools("wl1", &spec, &[]);
         let summary: Vec<(&str, Option<&str>, &str)> = pools
             .iter()
             .map(|p| (p.name.as_str(), p.instance.as_deref(), p.family.as_str()))
@@ -283,7 +311,8 @@ mod tests {
         assert_eq!(
             summary,
             vec![
-                ("wl1-dc-a-ipv4", Some("dc-a"), "ipv4"),
+                // FNV-1a of "wl1/dc-a/ipv4", computed apart.
+                ("wl1-dc-a-ipv4-97c9bbbd1ee4075d", Some("dc-a"), "ipv4"),
                 ("wl1-ipv4", None, "ipv4"),
                 ("wl1-ipv6", None, "ipv6"),
             ]
@@ -305,9 +334,17 @@ mod tests {
                 family: "ipv4".into(),
                 api_group: "ipam.cluster.x-k8s.io".into(),
                 kind: "InClusterIPPool".into(),
-                name: "wl1-dc-a-ipv4".into(),
+                name: "wl1-dc-a-ipv4-97c9bbbd1ee4075d".into(),
             }
         );
+        // A pool recorded under its name from before the hash keeps it.
+        let old = IpPoolStatus {
+            name: "wl1-dc-a-ipv4".into(),
+            ..pools[0].status()
+        };
+        let kept = desired_pools("wl1", &spec, &[old]);
+        assert_eq!(kept[0].name, "wl1-dc-a-ipv4");
+        assert_eq!(kept[1].name, "wl1-ipv4");
     }
 
     #[test]
@@ -322,13 +359,13 @@ mod tests {
             }),
             ..ProxmoxClusterSpec::default()
         };
-        assert!(desired_pools("wl1", &spec).is_empty());
+        assert!(desired_pools("wl1", &spec, &[]).is_empty());
         // Legacy: cluster-level config → the shared pool.
         let legacy = ProxmoxClusterSpec {
             ipv4_config: Some(ipc("10.0.0.10-10.0.0.20", 24, "10.0.0.1")),
             ..ProxmoxClusterSpec::default()
         };
-        let names: Vec<String> = desired_pools("old", &legacy)
+        let names: Vec<String> = desired_pools("old", &legacy, &[])
             .into_iter()
             .map(|p| p.name)
             .collect();

@@ -7,13 +7,15 @@
 //!    WaitingForCluster`, nothing else;
 //! 3. paused (Cluster `spec.paused` or the annotation) → only `Paused=True`;
 //! 4. deleting → wait until no ProxmoxMachine of the cluster remains
-//!    (condition says how many), delete the IP pools, drop the finalizer;
+//!    (condition says how many), release the endpoint's claim, delete the IP
+//!    pools, drop the finalizer;
 //! 5. finalizer added (before any Proxmox call);
 //! 6. validation first: an invalid spec → `Ready=False InvalidSpec`, no
 //!    Proxmox call;
 //! 7. probe every instance concurrently (cached per schedule), reconcile IP
-//!    pools, count machines, decide, copy an externally managed endpoint,
-//!    write status (server-side apply, only when changed), publish events.
+//!    pools, claim the endpoint from its pool ([`super::endpoint`]), count
+//!    machines, decide, copy an externally managed endpoint, write status
+//!    (server-side apply, only when changed), publish events.
 //!
 //! Finalizers are written with JSON merge patches carrying the
 //! `resourceVersion` (a concurrent change fails with 409 and is retried),
@@ -35,9 +37,9 @@ use tracing::Instrument;
 
 use super::cache::{ProbeCache, ProbeKey, Schedule};
 use super::decide::{self, Inputs, MachineCounts, instances_to_probe};
-use super::pools;
 use super::probe::{self, ProbeResult, describe_error};
 use super::{CONTROLLER_NAME, FINALIZER};
+use super::{endpoint, pools};
 use crate::api::validation::{cluster_warnings, validate_cluster};
 use crate::api::{ProxmoxCluster, ProxmoxClusterStatus, ProxmoxMachine};
 use crate::backoff::Backoff;
@@ -416,6 +418,7 @@ async fn cleanup(
         let o = &shared.options;
         return Ok(Action::requeue(o.scaled(o.wait_period)));
     }
+    endpoint::release(&shared.kube, pc).await?;
     let deleted = pools::delete_pools(&shared.kube, pc).await?;
     shared.clients.forget_cluster(&ns, &pc.name_any());
     shared
@@ -511,7 +514,8 @@ async fn apply(
         (BTreeMap::new(), Instant::now())
     };
     let (ip_pools, pool_error) = if valid {
-        let desired = pools::desired_pools(&pc.name_any(), &pc.spec);
+        let mut desired = pools::desired_pools(&pc.name_any(), &pc.spec, &previous.ip_pools);
+        desired.extend(endpoint::desired_pool(&pc.name_any(), &pc.spec));
         match pools::reconcile_pools(&shared.kube, pc, capi_name, &desired).await {
             Ok(p) => (p, None),
             Err(e) => (previous.ip_pools.clone(), Some(e)),
@@ -519,17 +523,35 @@ async fn apply(
     } else {
         (previous.ip_pools.clone(), None)
     };
+    let cluster_endpoint = cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref());
+    let ep = if valid {
+        let record = |c| {
+            let mut st = previous.clone();
+            st.control_plane_endpoint_claim = Some(c);
+            async move { write_status(api, pc, &st).await.map(|_| ()) }
+        };
+        endpoint::reconcile_endpoint(&shared.kube, pc, capi_name, cluster_endpoint, record).await?
+    } else {
+        endpoint::Outcome::default()
+    };
+    let mut spec = pc.spec.clone();
+    spec.control_plane_endpoint = ep.written.clone().or(spec.control_plane_endpoint);
     let machines = count_machines(&ctx.stores, &ns, capi_name).await?;
     shared
         .metrics
         .set_cluster_machines(&key_of(pc), machines.phases.clone());
     let decision = decide::decide(&Inputs {
-        spec: &pc.spec,
+        spec: &spec,
         generation: pc.metadata.generation,
         previous: &previous,
         validation: &validation,
         warnings: &warnings,
-        cluster_endpoint: cluster.and_then(|c| c.spec.control_plane_endpoint.as_ref()),
+        cluster_endpoint,
+        endpoint_claim: ep
+            .claim
+            .as_ref()
+            .or(previous.control_plane_endpoint_claim.as_ref()),
+        endpoint_wait: ep.wait.as_deref(),
         probes: &probes,
         machines: &machines,
         ip_pools: &ip_pools,

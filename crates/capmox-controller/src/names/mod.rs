@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`claim_name`], [`ref_claim_name`] | `IPAddressClaim` name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`pool_name`] | `InClusterIPPool` name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
+//! | [`endpoint_claim_name`], [`endpoint_pool_name`] | the control-plane endpoint's `IPAddressClaim` and `InClusterIPPool` | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`event_name`] | `events.k8s.io/v1` Event name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`label_value`] | a label value (machine name, ProxmoxCluster name) | Kubernetes label value: ≤ 63, `[A-Za-z0-9_.-]`, alphanumeric ends |
 //! | [`vm_name`] | the VM's `name` (`POST /nodes/{node}/qemu/{vmid}/clone`) | Proxmox `dns-name` format |
@@ -22,10 +23,8 @@
 //!
 //! Uniqueness holds per kind of value and within what one object derives:
 //! claim names of different (machine, device, family) or (machine, device,
-//! index) differ; pool names of one ProxmoxCluster differ. Pool names of two
-//! ProxmoxClusters can coincide (`wl1` with instance `dc-a` and a cluster
-//! named `wl1-dc-a` both give `wl1-dc-a-ipv4`), as they always could; the
-//! pool reconciler refuses a pool it does not own under the name it wants.
+//! index) differ; pool names differ, also between ProxmoxClusters (an
+//! instance's pool carries a hash, [`pool_name`]).
 
 use pve_client::options::Tag;
 
@@ -42,6 +41,8 @@ pub const HOSTNAME_MAX: usize = 253;
 /// Longest file name an upload accepts (`filename` of
 /// `POST /nodes/{node}/storage/{storage}/upload`).
 pub const UPLOAD_FILE_NAME_MAX: usize = 255;
+/// What the endpoint claim's and pool's names end in.
+const ENDPOINT_SUFFIX: &str = "control-plane-endpoint";
 /// Hex digits of the hash suffix.
 const HASH_DIGITS: usize = 12;
 /// Longest Kubernetes UID kept as is in an ISO file name (a UUID has 36).
@@ -116,14 +117,44 @@ pub fn ref_claim_name(machine: &str, net: &str, i: usize) -> String {
 }
 
 /// Name of the `InClusterIPPool` of `family` of the ProxmoxCluster
-/// `cluster`: `<cluster>-<instance>-<family>` for an instance's own pool,
-/// `<cluster>-<family>` for the cluster-wide one; shortened to 253.
+/// `cluster`: `<cluster>-<family>` for the cluster-wide pool (shortened to
+/// 253), `<cluster>-<instance>-<family>-<hash>` for an instance's own pool
+/// (the hash of cluster, instance and family; the readable part shortened
+/// so the whole fits 253). The hash keeps the pools of two ProxmoxClusters
+/// apart: `wl1` with instance `dc-a` and a cluster `wl1-dc-a` both read
+/// `wl1-dc-a-ipv4`, and only the cluster-wide one ends in the family.
+/// Pools made before the hash keep their recorded names
+/// (`cluster/pools.rs`).
 pub fn pool_name(cluster: &str, instance: Option<&str>, family: IpFamily) -> String {
-    let full = match instance {
-        Some(i) => format!("{cluster}-{i}-{}", family.as_str()),
-        None => format!("{cluster}-{}", family.as_str()),
-    };
-    shorten(&full, OBJECT_NAME_MAX)
+    match instance {
+        None => shorten(&format!("{cluster}-{}", family.as_str()), OBJECT_NAME_MAX),
+        Some(i) => {
+            let shown = format!("{cluster}-{i}-{}", family.as_str());
+            let whole = format!("{cluster}/{i}/{}", family.as_str());
+            let kept = shorten(&shown, OBJECT_NAME_MAX - HASH_DIGITS - 1);
+            format!("{kept}-{}", hash_suffix(&whole))
+                .chars()
+                .take(OBJECT_NAME_MAX)
+                .collect()
+        }
+    }
+}
+
+/// Name of the `IPAddressClaim` of the control-plane endpoint of the
+/// ProxmoxCluster `cluster`: `<cluster>-control-plane-endpoint`, shortened
+/// to 253. No node-address claim or pool name ends this way (they end in
+/// `-ipv4`, `-ipv6`, a device index or a hash), so it is unique in the
+/// namespace.
+pub fn endpoint_claim_name(cluster: &str) -> String {
+    shorten(&format!("{cluster}-{ENDPOINT_SUFFIX}"), OBJECT_NAME_MAX)
+}
+
+/// Name of the `InClusterIPPool` the provider creates for
+/// `spec.controlPlaneEndpointPool.addresses` of the ProxmoxCluster
+/// `cluster`: the same as its claim's ([`endpoint_claim_name`]; a pool and a
+/// claim are different kinds).
+pub fn endpoint_pool_name(cluster: &str) -> String {
+    endpoint_claim_name(cluster)
 }
 
 /// Whether kube-runtime's event recorder can name an event about the object

@@ -205,12 +205,11 @@ proptest! {
         prop_assert_eq!(iso_file_name(vmid, &u.to_uppercase()), before::iso_file(vmid, &u));
         prop_assert_eq!(owner_tag(&u), before::tag(&u));
         prop_assert_eq!(owner_tag(&u.to_uppercase()), before::tag(&u));
-        // Names within the limits are used as they are.
-        for inst in [Some("dc-a"), None] {
-            let old = before::pool_name(&m, inst, f.as_str());
-            if old.len() <= 253 {
-                prop_assert_eq!(pool_name(&m, inst, f), old);
-            }
+        // Names within the limits are used as they are (an instance's pool
+        // changed on purpose: see `pools_of_two_clusters_differ`).
+        let old = before::pool_name(&m, None, f.as_str());
+        if old.len() <= 253 {
+            prop_assert_eq!(pool_name(&m, None, f), old);
         }
         if m.len() <= 63 {
             prop_assert_eq!(label_value(&m), m.clone());
@@ -267,6 +266,17 @@ proptest! {
     }
 
     #[test]
+    fn pools_of_two_clusters_differ(c in k8s_name(), i in "[a-z0-9]{1,8}", f1 in family(), f2 in family(), j in "[a-z0-9]{1,8}") {
+        // The clash the hash is there for: `<c>` with instance `<i>` and a
+        // cluster named `<c>-<i>` with its cluster-wide pool.
+        let joined = format!("{c}-{i}");
+        prop_assert_ne!(pool_name(&c, Some(&i), f1), pool_name(&joined, None, f2));
+        prop_assert_ne!(pool_name(&c, Some(&i), f1), pool_name(&joined, Some(&j), f2));
+        prop_assert_ne!(pool_name(&c, Some(&i), f1), endpoint_pool_name(&joined));
+        prop_assert_ne!(pool_name(&c, None, f1), endpoint_pool_name(&c));
+    }
+
+    #[test]
     fn one_machine_and_one_cluster_never_reuse_a_name(
         m in k8s_name(), c in k8s_name(), n1 in net(), n2 in net(), f1 in family(), f2 in family(), i1 in 0usize..4, i2 in 0usize..4,
     ) {
@@ -312,10 +322,15 @@ fn shortening_by_example() {
         owner_tag("3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f").as_str(),
         "capmox-3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f"
     );
+    // FNV-1a of "wl1/dc-a/ipv4", computed apart.
     assert_eq!(
         pool_name("wl1", Some("dc-a"), IpFamily::V4),
-        "wl1-dc-a-ipv4"
+        "wl1-dc-a-ipv4-97c9bbbd1ee4075d"
     );
+    assert_eq!(endpoint_claim_name("wl1"), "wl1-control-plane-endpoint");
+    let long = endpoint_claim_name(&"c".repeat(253));
+    assert_eq!(long.len(), 253);
+    assert_eq!(long, endpoint_pool_name(&"c".repeat(253)));
     assert_eq!(pool_name("wl1", None, IpFamily::V6), "wl1-ipv6");
     assert_eq!(
         claim_name("wl1-md-0-abcde", "net0", IpFamily::V4),

@@ -625,11 +625,19 @@ async fn ip_pools_follow_the_spec() {
     assert_eq!(
         recorded,
         vec![
-            (Some("dc-a".into()), "ipv4".into(), "pools-dc-a-ipv4".into()),
+            (
+                Some("dc-a".into()),
+                "ipv4".into(),
+                "pools-dc-a-ipv4-9dd91795db644e7c".into()
+            ),
             (None, "ipv4".into(), "pools-ipv4".into()),
         ]
     );
-    let own = env.pools().get("pools-dc-a-ipv4").await.unwrap();
+    let own = env
+        .pools()
+        .get("pools-dc-a-ipv4-9dd91795db644e7c")
+        .await
+        .unwrap();
     assert_eq!(own.spec.addresses, names(&["10.60.0.10-10.60.0.20"]));
     assert_eq!(own.spec.prefix, 24);
     assert_eq!(own.spec.gateway.as_deref(), Some("10.60.0.1"));
@@ -661,7 +669,11 @@ async fn ip_pools_follow_the_spec() {
     )
     .await;
     reconcile(&env, &ctx, "pools").await;
-    let own = env.pools().get("pools-dc-a-ipv4").await.unwrap();
+    let own = env
+        .pools()
+        .get("pools-dc-a-ipv4-9dd91795db644e7c")
+        .await
+        .unwrap();
     assert_eq!(own.spec.addresses, names(&["10.60.0.30-10.60.0.40"]));
 
     // dc-a's own config removed: its pool goes, it shares the cluster pool.
@@ -673,7 +685,7 @@ async fn ip_pools_follow_the_spec() {
     let pc = reconcile(&env, &ctx, "pools").await;
     assert!(
         env.pools()
-            .get_opt("pools-dc-a-ipv4")
+            .get_opt("pools-dc-a-ipv4-9dd91795db644e7c")
             .await
             .unwrap()
             .is_none()

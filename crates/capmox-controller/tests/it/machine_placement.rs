@@ -256,3 +256,97 @@ async fn preconditions_wait_with_a_reason() {
     w.bootstrap_secret("wl1", "early").await;
     w.provision("early").await;
 }
+
+/// docs/field-cases.md B37 against pve-sim: `fast-b` exists only on pve-a2,
+/// the template's shared `ceph` cannot be activated on pve-a3. A machine
+/// with a data disk on `fast-b` goes to pve-a2; one confined to the other
+/// nodes gets a condition naming each node and what it lacks, and no clone
+/// is issued for it; one without `fast-b` avoids pve-a3.
+#[tokio::test]
+async fn b37_nodes_without_the_needed_storage_are_not_candidates() {
+    use capmox_controller::api::machine::{AdditionalVolume, Disks};
+    let mut sim = fast_sim();
+    let dc = sim.clusters.iter_mut().find(|c| c.name == "dc-a").unwrap();
+    let mut fast = dc
+        .storages
+        .iter()
+        .find(|s| s.name == "local-lvm")
+        .unwrap()
+        .clone();
+    fast.name = "fast-b".into();
+    fast.nodes = Some(vec!["pve-a2".into()]);
+    dc.storages.push(fast);
+    dc.storages
+        .iter_mut()
+        .find(|s| s.name == "ceph")
+        .unwrap()
+        .inactive_on = vec!["pve-a3".into()];
+    let w = world_with(WorldOptions {
+        sim,
+        ..WorldOptions::default()
+    })
+    .await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    let data_on_fast_b = |allowed: &[&str]| ProxmoxMachineSpec {
+        allowed_nodes: allowed.iter().map(|n| n.to_string()).collect(),
+        disks: Some(Disks {
+            boot_volume: None,
+            additional_volumes: vec![AdditionalVolume {
+                disk: "scsi1".into(),
+                size_gb: 5,
+                storage: Some("fast-b".into()),
+                ..AdditionalVolume::default()
+            }],
+        }),
+        ..ProxmoxMachineSpec::default()
+    };
+    w.machine("wl1", "m3", data_on_fast_b(&["pve-a1", "pve-a3"]))
+        .await;
+    let m = w
+        .drive("m3", 10, |m| vm_reason(m) == "StorageNotAvailable")
+        .await
+        .unwrap();
+    assert_eq!(
+        without_retry(&condition(&m, "VirtualMachineProvisioned").unwrap().2),
+        "no node has every storage this VM needs enabled and active: \
+         pve-a1: fast-b (disks.additionalVolumes[0] (scsi1)) is not enabled there; \
+         pve-a3: ceph (template 9000 scsi0, template 9000 efidisk0) is not active there (status unknown); \
+         fast-b (disks.additionalVolumes[0] (scsi1)) is not enabled there"
+    );
+    assert_eq!(m.spec.virtual_machine_id, None, "no VMID reserved");
+    let clones = || {
+        w.pve("dc-a")
+            .calls()
+            .count("POST", "/nodes/{node}/qemu/{vmid}/clone")
+    };
+    assert_eq!(clones(), 0);
+
+    w.machine("wl1", "m1", data_on_fast_b(&[])).await;
+    let m1 = w.provision("m1").await;
+    assert_eq!(
+        m1.status.as_ref().unwrap().proxmox_node.as_deref(),
+        Some("pve-a2")
+    );
+    let vm = w
+        .pve("dc-a")
+        .vm(m1.spec.virtual_machine_id.unwrap())
+        .unwrap();
+    assert!(vm.config["scsi1"].starts_with("fast-b:"), "{:?}", vm.config);
+
+    w.machine(
+        "wl1",
+        "m2",
+        ProxmoxMachineSpec {
+            allowed_nodes: vec!["pve-a3".into(), "pve-a1".into()],
+            ..ProxmoxMachineSpec::default()
+        },
+    )
+    .await;
+    let m2 = w.provision("m2").await;
+    assert_eq!(
+        m2.status.as_ref().unwrap().proxmox_node.as_deref(),
+        Some("pve-a1"),
+        "pve-a3 cannot activate ceph"
+    );
+    assert_eq!(clones(), 2, "m3 never cloned");
+}

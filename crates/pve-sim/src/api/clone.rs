@@ -85,12 +85,7 @@ fn early_checks(ctx: &Ctx, st: &ClusterState, a: &Args) -> Result<Plan, ApiError
             .storages
             .get(s)
             .ok_or_else(|| ApiError::internal(format!("storage '{s}' does not exist")))?;
-        if !sc.enabled_on(&a.node) {
-            return Err(ApiError::internal(format!(
-                "storage '{s}' is not available on node '{}'",
-                a.node
-            )));
-        }
+        sc.check_enabled(&a.node).map_err(ApiError::internal)?;
         if !sc.supports("images") {
             return Err(ApiError::param(
                 "storage",
@@ -98,11 +93,7 @@ fn early_checks(ctx: &Ctx, st: &ClusterState, a: &Args) -> Result<Plan, ApiError
             ));
         }
         if let Some(t) = &a.target {
-            if !sc.enabled_on(t) {
-                return Err(ApiError::internal(format!(
-                    "storage '{s}' is not available on node '{t}'"
-                )));
-            }
+            sc.check_enabled(t).map_err(ApiError::internal)?;
             if !sc.cfg.shared {
                 return Err(ApiError::internal(format!(
                     "can't clone to non-shared storage '{s}'"

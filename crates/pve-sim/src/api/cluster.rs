@@ -128,7 +128,7 @@ pub(crate) fn resources(ctx: &Ctx) -> ApiResult {
                     "type": "storage",
                     "node": n.cfg.name,
                     "storage": s.cfg.name,
-                    "status": if n.online { "available" } else { "unknown" },
+                    "status": if n.online && s.active_on(&n.cfg.name) { "available" } else { "unknown" },
                     "plugintype": s.cfg.kind.as_str(),
                     "shared": u8::from(s.cfg.shared),
                     "content": content.join(","),

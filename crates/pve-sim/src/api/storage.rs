@@ -24,8 +24,8 @@ fn storage_json(s: &StorageState, node: &str) -> Value {
         "type": s.cfg.kind.as_str(),
         "content": content.join(","),
         "shared": u8::from(s.cfg.shared),
-        "active": 1,
-        "enabled": 1,
+        "active": u8::from(s.active_on(node)),
+        "enabled": u8::from(s.enabled_on(node)),
         "total": total,
         "used": used,
         "avail": total.saturating_sub(used),
@@ -42,11 +42,7 @@ fn storage_on<'a>(
         .storages
         .get(name)
         .ok_or_else(|| ApiError::internal(format!("storage '{name}' does not exist")))?;
-    if !s.enabled_on(node) {
-        return Err(ApiError::internal(format!(
-            "storage '{name}' is not available on node '{node}'"
-        )));
-    }
+    s.check_active(node).map_err(ApiError::internal)?;
     Ok(s)
 }
 
@@ -56,11 +52,13 @@ pub(crate) fn list(ctx: &Ctx) -> ApiResult {
     let content = ctx.params.str("content");
     let only = ctx.params.str("storage");
     let target = ctx.params.str("target");
+    let enabled = ctx.params.bool("enabled")?.unwrap_or(false);
     let st = ctx.cluster.lock();
     let out: Vec<Value> = st
         .storages
         .values()
-        .filter(|s| s.enabled_on(&node))
+        .filter(|s| s.listed_on(&node))
+        .filter(|s| !enabled || s.enabled_on(&node))
         .filter(|s| only.as_deref().is_none_or(|o| o == s.cfg.name))
         .filter(|s| {
             content
@@ -90,7 +88,12 @@ pub(crate) fn status(ctx: &Ctx) -> ApiResult {
     let node = ctx.node();
     let name = ctx.params.req_str("storage")?;
     let st = ctx.cluster.lock();
-    let s = storage_on(&st, &name, &node)?;
+    // The status of an enabled storage that is not active answers `active: 0`.
+    let s = st
+        .storages
+        .get(&name)
+        .ok_or_else(|| ApiError::internal(format!("storage '{name}' does not exist")))?;
+    s.check_enabled(&node).map_err(ApiError::internal)?;
     let mut v = storage_json(s, &node);
     if let Some(o) = v.as_object_mut() {
         o.remove("storage");

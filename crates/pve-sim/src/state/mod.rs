@@ -374,11 +374,7 @@ impl ClusterState {
             .storages
             .get_mut(storage)
             .ok_or_else(|| format!("storage '{storage}' does not exist"))?;
-        if !st.enabled_on(node) {
-            return Err(format!(
-                "storage '{storage}' is not available on node '{node}'"
-            ));
-        }
+        st.check_active(node)?;
         if !st.supports("images") {
             return Err(format!("storage '{storage}' does not support vm images"));
         }
@@ -417,6 +413,7 @@ impl ClusterState {
             .storages
             .get_mut(storage)
             .ok_or_else(|| format!("storage '{storage}' does not exist"))?;
+        st.check_active(node)?;
         let file_based = st.cfg.kind.is_file_based();
         let volname = if file_based {
             format!("{vmid}/vm-{vmid}-cloudinit.qcow2")

@@ -54,12 +54,49 @@ impl StorageState {
         }
     }
 
-    /// Whether the storage is usable on `node`.
-    pub fn enabled_on(&self, node: &str) -> bool {
+    /// Whether the storage is configured for `node` (its `nodes` list, all
+    /// nodes when absent): `/nodes/{node}/storage` lists it.
+    pub fn listed_on(&self, node: &str) -> bool {
         self.cfg
             .nodes
             .as_ref()
             .is_none_or(|n| n.iter().any(|x| x == node))
+    }
+
+    /// Listed on `node` and not disabled (`enabled: 1`).
+    pub fn enabled_on(&self, node: &str) -> bool {
+        self.listed_on(node) && !self.cfg.disabled
+    }
+
+    /// Enabled on `node` and activated there (`active: 1`).
+    pub fn active_on(&self, node: &str) -> bool {
+        self.enabled_on(node) && !self.cfg.inactive_on.iter().any(|n| n == node)
+    }
+
+    /// `storage_check_enabled` of pve-storage: the error a request naming
+    /// the storage on `node` gets when it is not configured there or
+    /// disabled.
+    pub fn check_enabled(&self, node: &str) -> Result<(), String> {
+        let name = &self.cfg.name;
+        if !self.listed_on(node) {
+            return Err(format!(
+                "storage '{name}' is not available on node '{node}'"
+            ));
+        }
+        if self.cfg.disabled {
+            return Err(format!("storage '{name}' is disabled"));
+        }
+        Ok(())
+    }
+
+    /// [`Self::check_enabled`], then activation (what an allocation, an
+    /// upload or a content listing on `node` needs).
+    pub fn check_active(&self, node: &str) -> Result<(), String> {
+        self.check_enabled(node)?;
+        if !self.active_on(node) {
+            return Err(format!("storage '{}' is not online", self.cfg.name));
+        }
+        Ok(())
     }
 
     pub fn supports(&self, content: &str) -> bool {
@@ -169,6 +206,8 @@ mod tests {
 
     fn st(kind: StorageType, shared: bool) -> StorageState {
         StorageState::new(StorageConfig {
+            disabled: false,
+            inactive_on: Vec::new(),
             name: "s".into(),
             kind,
             shared,

@@ -387,3 +387,107 @@ async fn storage_listing_filters() {
         .collect();
     assert_eq!(vols, ["ceph:base-9000-disk-0", "ceph:base-9000-disk-1"]);
 }
+
+/// docs/field-cases.md B37: a storage restricted to one node, a shared
+/// storage that cannot be activated on one node, and a disabled one, as
+/// `/nodes/{node}/storage`, `/cluster/resources` and an allocation see them.
+#[tokio::test]
+async fn storage_enabled_and_active_per_node_b37() {
+    let mut cfg = fast_config();
+    let dc = cfg.clusters.iter_mut().find(|c| c.name == "dc-a").unwrap();
+    let mut fast = dc.storages[1].clone();
+    fast.name = "fast-a".into();
+    fast.nodes = Some(vec!["pve-a1".into()]);
+    let mut old = dc.storages[1].clone();
+    old.name = "old-nfs".into();
+    old.disabled = true;
+    dc.storages.push(fast);
+    dc.storages.push(old);
+    let ceph = dc.storages.iter_mut().find(|s| s.name == "ceph").unwrap();
+    ceph.inactive_on = vec!["pve-a3".into()];
+    let sim = start(cfg).await;
+    let a = Api::new(sim.cluster("dc-a").unwrap());
+
+    let listed = |r: &common::Resp| -> Vec<(String, u64, u64)> {
+        r.data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                (
+                    s["storage"].as_str().unwrap().to_string(),
+                    s["enabled"].as_u64().unwrap(),
+                    s["active"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let a3 = listed(&a.get("/nodes/pve-a3/storage?content=images").await);
+    assert_eq!(
+        a3,
+        [
+            ("ceph".to_string(), 1, 0),
+            ("local".to_string(), 1, 1),
+            ("local-lvm".to_string(), 1, 1),
+            ("old-nfs".to_string(), 0, 0),
+        ],
+        "fast-a is not configured for pve-a3; ceph does not activate there; old-nfs is disabled"
+    );
+    let enabled_only = listed(
+        &a.get("/nodes/pve-a3/storage?content=images&enabled=1")
+            .await,
+    );
+    assert!(enabled_only.iter().all(|(s, _, _)| s != "old-nfs"));
+    let a1 = listed(&a.get("/nodes/pve-a1/storage?content=images").await);
+    assert!(a1.contains(&("fast-a".to_string(), 1, 1)));
+
+    let resources = a.get("/cluster/resources?type=storage").await;
+    let status = |node: &str, storage: &str| -> Option<String> {
+        resources
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["node"] == node && e["storage"] == storage)
+            .map(|e| e["status"].as_str().unwrap().to_string())
+    };
+    assert_eq!(status("pve-a1", "ceph").as_deref(), Some("available"));
+    assert_eq!(status("pve-a3", "ceph").as_deref(), Some("unknown"));
+    assert_eq!(status("pve-a1", "fast-a").as_deref(), Some("available"));
+    assert_eq!(status("pve-a2", "fast-a"), None);
+    assert_eq!(status("pve-a1", "old-nfs"), None, "disabled: not listed");
+
+    let alloc = |node: &'static str, storage: &'static str| {
+        let a = a.clone();
+        async move {
+            a.post(
+                &format!("/nodes/{node}/storage/{storage}/content"),
+                &[
+                    ("vmid", "777"),
+                    ("filename", "vm-777-disk-0"),
+                    ("size", "1G"),
+                ],
+            )
+            .await
+        }
+    };
+    let r = alloc("pve-a3", "ceph").await;
+    assert_eq!(r.status, 500, "{r:?}");
+    assert_eq!(r.reason, "storage 'ceph' is not online");
+    let r = alloc("pve-a2", "fast-a").await;
+    assert_eq!(
+        r.reason,
+        "storage 'fast-a' is not available on node 'pve-a2'"
+    );
+    let r = alloc("pve-a1", "old-nfs").await;
+    assert_eq!(r.reason, "storage 'old-nfs' is disabled");
+    assert_eq!(alloc("pve-a1", "fast-a").await.status, 200);
+
+    // Activation comes back at run time.
+    assert!(
+        sim.cluster("dc-a")
+            .unwrap()
+            .set_storage_active("ceph", "pve-a3", true)
+    );
+    assert_eq!(alloc("pve-a3", "ceph").await.status, 200);
+}

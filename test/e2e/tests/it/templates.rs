@@ -251,6 +251,47 @@ fn multi_instance_template_renders_and_validates() {
 }
 
 #[test]
+fn vip_pool_template_claims_the_endpoint_and_kube_vip_reads_it() {
+    let mut v = multi_vars();
+    v.remove("CONTROL_PLANE_ENDPOINT_IP");
+    v.insert(
+        "CONTROL_PLANE_ENDPOINT_IP_RANGES".into(),
+        "[10.10.0.5-10.10.0.9]".into(),
+    );
+    let docs = render_and_check(
+        "templates/cluster-template-multi-instance-vip-pool.yaml",
+        &v,
+    );
+    let pc = docs.iter().find(|d| d["kind"] == "ProxmoxCluster").unwrap();
+    assert!(pc["spec"].get("controlPlaneEndpoint").is_none());
+    assert_eq!(
+        pc["spec"]["controlPlaneEndpointPool"],
+        serde_json::json!({"addresses": ["10.10.0.5-10.10.0.9"], "prefix": 24, "port": 6443})
+    );
+    let kcp = docs
+        .iter()
+        .find(|d| d["kind"] == "KubeadmControlPlane")
+        .unwrap();
+    let spec = &kcp["spec"]["kubeadmConfigSpec"];
+    let manifest = spec["files"][0]["content"].as_str().unwrap();
+    assert!(manifest.contains("{name: address, value: \"CONTROL_PLANE_ENDPOINT_HOST\"}"));
+    let command = spec["preKubeadmCommands"][0].as_str().unwrap();
+    assert!(
+        command.contains("s/CONTROL_PLANE_ENDPOINT_HOST/"),
+        "{command}"
+    );
+    assert!(command.contains("/run/kubeadm/kubeadm*.yaml"), "{command}");
+    // The rest is the multi-instance flavor.
+    assert_eq!(
+        kinds(&docs),
+        kinds(&render_and_check(
+            "templates/cluster-template-multi-instance.yaml",
+            &multi_vars(),
+        ))
+    );
+}
+
+#[test]
 fn overlapping_pools_in_the_rendered_output_are_caught() {
     let mut v = multi_vars();
     v.insert(
@@ -309,6 +350,7 @@ fn every_variable_is_documented() {
         "templates/cluster-template-multi-instance.yaml",
         "templates/cluster-template-topology.yaml",
         "templates/clusterclass-capmox.yaml",
+        "templates/cluster-template-multi-instance-vip-pool.yaml",
     ] {
         for v in clusterctl::variables(&read(t)).unwrap() {
             assert!(

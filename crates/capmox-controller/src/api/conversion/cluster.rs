@@ -87,6 +87,7 @@ pub(super) fn spec_up(
             .transpose()?,
         dns_servers: s.dns_servers.clone(),
         provider_id_format: None,
+        control_plane_endpoint_pool: None,
         settings: None,
     })
 }

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use super::FieldError;
 use super::instances::{check_mode, check_same_cluster, mode_warnings};
 use super::network::{
-    IpFamily, check_endpoint, check_ip_config, check_name_servers, check_pool_overlaps,
+    IpFamily, check_endpoint, check_endpoint_pool, check_ip_config, check_name_servers,
+    check_pool_overlaps,
 };
 use super::template::{check_template_source, check_vmid_range};
 use crate::api::cluster::ProxmoxClusterSpec;
@@ -41,9 +42,9 @@ fn validate_cluster_at(base: &str, spec: &ProxmoxClusterSpec) -> Vec<FieldError>
     let mut errs = Vec::new();
     let external = spec.external_managed_control_plane.unwrap_or(false);
     match &spec.control_plane_endpoint {
-        None if !external => errs.push(FieldError::new(
+        None if !external && spec.control_plane_endpoint_pool.is_none() => errs.push(FieldError::new(
             format!("{base}.controlPlaneEndpoint"),
-            "required unless spec.externalManagedControlPlane is true: write the host and port the API server will be reached at",
+            "required unless spec.controlPlaneEndpointPool is set or spec.externalManagedControlPlane is true: write the host and port the API server will be reached at, or a pool to claim the address from",
         )),
         Some(ep) => {
             if ep.host.trim().is_empty() {
@@ -144,6 +145,15 @@ fn validate_cluster_at(base: &str, spec: &ProxmoxClusterSpec) -> Vec<FieldError>
     }
     check_same_cluster(base, instances, &mut errs);
     check_pool_overlaps(&pools, &mut errs);
+    if let Some(p) = &spec.control_plane_endpoint_pool {
+        check_endpoint_pool(
+            &format!("{base}.controlPlaneEndpointPool"),
+            p,
+            external,
+            &pools,
+            &mut errs,
+        );
+    }
     if let Some(ep) = &spec.control_plane_endpoint {
         check_endpoint(
             &format!("{base}.controlPlaneEndpoint.host"),

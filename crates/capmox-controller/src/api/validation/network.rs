@@ -8,6 +8,7 @@ use std::net::IpAddr;
 use ipam::{IpamError, Pool, PoolSpec};
 
 use super::FieldError;
+use crate::api::cluster::EndpointPool;
 use crate::api::common::IpConfig;
 
 pub(super) use ipam::Family as IpFamily;
@@ -89,6 +90,71 @@ pub(super) fn check_pool_overlaps(pools: &[NamedPool], errs: &mut Vec<FieldError
                     ),
                 ));
             }
+        }
+    }
+}
+
+/// `spec.controlPlaneEndpointPool` (docs/control-plane-endpoint.md): not with
+/// an externally managed control plane; exactly one of `poolRef` and
+/// `addresses`; `addresses` with a `prefix`, one family, parsing as a pool
+/// and sharing no address with a node pool (a machine could get the VIP).
+pub(super) fn check_endpoint_pool(
+    path: &str,
+    p: &EndpointPool,
+    external: bool,
+    node_pools: &[NamedPool],
+    errs: &mut Vec<FieldError>,
+) {
+    if external {
+        errs.push(FieldError::new(
+            path,
+            "cannot be used with spec.externalManagedControlPlane: the control plane provider sets the endpoint; remove one of the two",
+        ));
+    }
+    match (&p.pool_ref, p.addresses.is_empty()) {
+        (Some(_), false) => errs.push(FieldError::new(
+            path,
+            "set poolRef or addresses, not both: poolRef names an existing pool, addresses make one",
+        )),
+        (None, true) => errs.push(FieldError::new(
+            path,
+            "set poolRef (an existing IPAM pool) or addresses (a pool the provider creates)",
+        )),
+        _ => {}
+    }
+    if p.addresses.is_empty() {
+        return;
+    }
+    let Some(prefix) = p.prefix else {
+        errs.push(FieldError::new(
+            format!("{path}.prefix"),
+            "required with addresses: the prefix length of the VIP's subnet, e.g. 24",
+        ));
+        return;
+    };
+    let family = if p.addresses.iter().any(|a| a.contains(':')) {
+        IpFamily::V6
+    } else {
+        IpFamily::V4
+    };
+    let config = IpConfig {
+        addresses: p.addresses.clone(),
+        prefix,
+        gateway: None,
+        metric: None,
+    };
+    let Some(vip) = check_ip_config(path, &config, family, errs) else {
+        return;
+    };
+    for n in node_pools.iter().filter(|n| n.pool.family() == family) {
+        if let Some(range) = ipam::overlaps(&vip.pool, &n.pool) {
+            errs.push(FieldError::new(
+                format!("{path}.addresses"),
+                format!(
+                    "overlaps the node pool {} (both can hand out {range}): a machine could get the control-plane address; give the endpoint pool its own addresses",
+                    n.path
+                ),
+            ));
         }
     }
 }

@@ -253,6 +253,74 @@ fn cluster_cases() -> Vec<Case> {
             layer: Layer::Cel("controlPlaneEndpoint is required"),
         },
         Case {
+            name: "endpoint pool with both poolRef and addresses",
+            edit: |v| {
+                remove(v, "/controlPlaneEndpoint");
+                set(
+                    v,
+                    "/controlPlaneEndpointPool",
+                    json!({"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "InClusterIPPool", "name": "vips"},
+                           "addresses": ["10.10.0.5"], "prefix": 24}),
+                );
+            },
+            path: "spec.controlPlaneEndpointPool",
+            says: "not both",
+            layer: Layer::Rust,
+        },
+        Case {
+            name: "endpoint pool with neither poolRef nor addresses",
+            edit: |v| {
+                remove(v, "/controlPlaneEndpoint");
+                set(v, "/controlPlaneEndpointPool", json!({"port": 6443}));
+            },
+            path: "spec.controlPlaneEndpointPool",
+            says: "poolRef",
+            layer: Layer::Rust,
+        },
+        Case {
+            name: "endpoint pool addresses without prefix",
+            edit: |v| {
+                remove(v, "/controlPlaneEndpoint");
+                set(
+                    v,
+                    "/controlPlaneEndpointPool",
+                    json!({"addresses": ["10.10.0.5"]}),
+                );
+            },
+            path: "spec.controlPlaneEndpointPool.prefix",
+            says: "required",
+            layer: Layer::Rust,
+        },
+        Case {
+            name: "endpoint pool overlapping a node pool",
+            edit: |v| {
+                remove(v, "/controlPlaneEndpoint");
+                set(
+                    v,
+                    "/controlPlaneEndpointPool",
+                    json!({"addresses": ["10.10.0.195-10.10.0.210"], "prefix": 24}),
+                );
+            },
+            path: "spec.controlPlaneEndpointPool.addresses",
+            says: "settings.instances[0].network.ipv4Config",
+            layer: Layer::Rust,
+        },
+        Case {
+            name: "endpoint pool with an external control plane",
+            edit: |v| {
+                remove(v, "/controlPlaneEndpoint");
+                set(v, "/externalManagedControlPlane", json!(true));
+                set(
+                    v,
+                    "/controlPlaneEndpointPool",
+                    json!({"addresses": ["10.10.0.5"], "prefix": 24}),
+                );
+            },
+            path: "spec.controlPlaneEndpointPool",
+            says: "externalManagedControlPlane",
+            layer: Layer::Rust,
+        },
+        Case {
             name: "dns server not an address",
             edit: |v| set(v, "/dnsServers", json!(["dns.example"])),
             path: "spec.dnsServers[0]",
@@ -613,6 +681,31 @@ fn cel_errors(kind: &str, spec: Value, old: Option<Value>) -> Vec<String> {
         Ok(()) => vec![],
         Err(errs) => errs.into_vec().into_iter().map(|e| e.message).collect(),
     }
+}
+
+#[test]
+fn an_endpoint_pool_stands_for_the_endpoint() {
+    let mut v = valid_cluster();
+    remove(&mut v, "/controlPlaneEndpoint");
+    set(
+        &mut v,
+        "/controlPlaneEndpointPool",
+        json!({"addresses": ["10.10.0.5-10.10.0.9"], "prefix": 24, "port": 6443}),
+    );
+    let spec: ProxmoxClusterSpec = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(validate_cluster(&spec), vec![]);
+    assert_eq!(
+        cel_errors("ProxmoxCluster", v.clone(), None),
+        Vec::<String>::new()
+    );
+    set(
+        &mut v,
+        "/controlPlaneEndpointPool",
+        json!({"poolRef": {"apiGroup": "ipam.cluster.x-k8s.io", "kind": "GlobalInClusterIPPool", "name": "vips"}}),
+    );
+    let spec: ProxmoxClusterSpec = serde_json::from_value(v.clone()).unwrap();
+    assert_eq!(validate_cluster(&spec), vec![]);
+    assert_eq!(cel_errors("ProxmoxCluster", v, None), Vec::<String>::new());
 }
 
 #[test]

@@ -42,8 +42,8 @@ use k8s_openapi::jiff::Timestamp;
 use super::probe::{CredentialState, ProbeResult};
 use crate::api::validation::{FieldError, summarize};
 use crate::api::{
-    ApiEndpoint, ClusterMode, FailureDomain, Initialization, InstanceStatus, IpPoolStatus,
-    ProxmoxClusterSpec, ProxmoxClusterStatus,
+    ApiEndpoint, ClusterMode, EndpointClaimStatus, FailureDomain, Initialization, InstanceStatus,
+    IpPoolStatus, ProxmoxClusterSpec, ProxmoxClusterStatus,
 };
 use crate::capi::core::Endpoint;
 use crate::conditions::{
@@ -67,6 +67,10 @@ pub struct Inputs<'a> {
     pub warnings: &'a [FieldError],
     /// The owner Cluster's `spec.controlPlaneEndpoint`.
     pub cluster_endpoint: Option<&'a Endpoint>,
+    /// `status.controlPlaneEndpointClaim` (`super::endpoint`).
+    pub endpoint_claim: Option<&'a EndpointClaimStatus>,
+    /// Why the endpoint's claim has no address yet.
+    pub endpoint_wait: Option<&'a str>,
     /// Probe result per instance name (the instances of [`instances_to_probe`]).
     pub probes: &'a BTreeMap<String, ProbeResult>,
     /// The cluster's machines.
@@ -417,8 +421,14 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         ));
     }
 
+    st.control_plane_endpoint_claim = inp.endpoint_claim.cloned();
     let ready = if !endpoint_ok {
-        Desired::new(READY, Status::False, &Reason::WaitingForControlPlaneEndpoint("spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint".into()))
+        let why = inp.endpoint_wait.map_or_else(|| "spec.controlPlaneEndpoint is not set and spec.externalManagedControlPlane is true: waiting for the control plane provider to set Cluster.spec.controlPlaneEndpoint".to_string(), str::to_string);
+        Desired::new(
+            READY,
+            Status::False,
+            &Reason::WaitingForControlPlaneEndpoint(why),
+        )
     } else if !usable {
         let why = match mode {
             ClusterMode::MultiInstance => format!(

@@ -99,6 +99,8 @@ impl Case {
             validation: &validation,
             warnings: &warnings,
             cluster_endpoint: self.cluster_endpoint.as_ref(),
+            endpoint_claim: None,
+            endpoint_wait: None,
             probes: &self.probes,
             machines: &self.machines,
             ip_pools: &[],

@@ -1,6 +1,7 @@
 //! Creation: from the preconditions to a provisioned machine.
 
 use super::operation::Operation;
+use crate::api::machine::DeviceAddresses;
 use crate::machine::vm::{addresses, disks, vmconfig};
 use crate::reasons::Reason;
 
@@ -274,7 +275,7 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
                 Until::Change,
             );
         }
-        return Step::Provision(devs);
+        return provision(f, devs);
     }
     // docs/field-cases.md B31: without the agent privilege of the instance's
     // version the agent is not asked (no 403 loop); addresses all from IPAM
@@ -313,7 +314,7 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
                 );
             }
             if !f.check_bootstrap {
-                return Step::Provision(devs.clone());
+                return provision(f, devs.clone());
             }
             if let Some(missing) = f.blocked("agentExec") {
                 return wait(
@@ -326,7 +327,7 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
             }
             match &f.bootstrap {
                 None => Step::Observe(Observe::Bootstrap),
-                Some(BootstrapFact::Done) => Step::Provision(devs.clone()),
+                Some(BootstrapFact::Done) => provision(f, devs.clone()),
                 Some(BootstrapFact::Pending(msg, after)) => wait(
                     Reason::WaitingForBootstrap(msg.clone()),
                     Until::After(*after),
@@ -336,5 +337,26 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
                 }
             }
         }
+    }
+}
+
+/// Provision with `devs`, unless the providerID our VM would get is recorded
+/// by another machine (docs/field-cases.md B36: a VM copied with its SMBIOS
+/// UUID): then it is not published twice, and the machine waits for a
+/// change. A recorded providerID is kept as it is, so nothing is looked up.
+fn provision(f: &Facts, devs: Vec<DeviceAddresses>) -> Step {
+    if f.provider_id.is_some() {
+        return Step::Provision(devs);
+    }
+    match &f.provider_id_holder {
+        None => Step::Observe(Observe::ProviderIdHolder),
+        Some(Some(holder)) => wait(
+            Reason::ProviderIdInUse {
+                vmid: f.vmid.unwrap_or_default(),
+                holder: holder.clone(),
+            },
+            Until::Change,
+        ),
+        Some(None) => Step::Provision(devs),
     }
 }

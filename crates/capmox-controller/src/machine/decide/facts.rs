@@ -19,6 +19,7 @@ use pve_client::options::DiskSlot;
 use pve_client::{TaskFailureKind, VmLock};
 
 use super::operation::Operation;
+use crate::api::cluster::ProviderIdFormat;
 use crate::api::machine::{DeviceAddresses, Disks};
 use crate::api::{HaSettings, MissingPrivilege};
 use crate::cloudinit::FormatError;
@@ -335,9 +336,6 @@ pub struct Facts {
     pub vmid_range: (u32, u32),
     /// `status.initialization.provisioned`.
     pub provisioned: bool,
-    /// `spec.providerID`, as written (by us, or by the Go provider CAPMOX
-    /// before this provider took its machines over).
-    pub provider_id: Option<String>,
     /// A task is recorded (`status.taskRef`) or was issued by this process.
     pub task_recorded: bool,
     /// `status.bootstrapMedia`: the ISO volume recorded before its upload.
@@ -359,6 +357,10 @@ pub struct Facts {
     pub ha_wanted: Option<HaSettings>,
     /// `status.haResource`: the HA resource recorded before it was created.
     pub ha_recorded: bool,
+    /// `spec.providerID`, as recorded (never changed once set).
+    pub provider_id: Option<String>,
+    /// The ProxmoxCluster's `providerIDFormat`.
+    pub provider_id_format: ProviderIdFormat,
 
     // ---- the objects around it --------------------------------------------
     /// The Cluster is paused or the object carries the pause annotation.
@@ -400,6 +402,9 @@ pub struct Facts {
     pub media_found: Option<Vec<MediaVolume>>,
     /// The VM's HA resource.
     pub ha: Option<HaFact>,
+    /// Another machine recording the providerID our VM would get
+    /// (`Some(None)`: none does).
+    pub provider_id_holder: Option<Option<String>>,
 
     // ---- memory of this process ---------------------------------------------
     /// The node and template chosen for the clone (in flight).

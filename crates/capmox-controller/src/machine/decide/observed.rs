@@ -51,6 +51,9 @@ pub enum Observed {
     /// The bootstrap ISO volumes of this machine found on the instance's
     /// ISO storages.
     MediaFound(Vec<MediaVolume>),
+    /// Another machine records the providerID our VM would get (`Some`:
+    /// its `namespace/name`), or none does.
+    ProviderIdHolder(Option<String>),
     /// The finalizer was added.
     FinalizerAdded,
     /// The finalizer was removed: the machine is gone.
@@ -175,6 +178,7 @@ impl Facts {
             Observed::Bootstrap(b) => self.bootstrap = Some(b),
             Observed::Duplicates(d) => self.duplicates = Some(d),
             Observed::MediaFound(v) => self.media_found = Some(v),
+            Observed::ProviderIdHolder(h) => self.provider_id_holder = Some(h),
             Observed::FinalizerAdded => self.has_finalizer = true,
             Observed::FinalizerRemoved => self.has_finalizer = false,
             Observed::InstanceChosen {

@@ -40,6 +40,8 @@ pub enum Observe {
     Media,
     /// The VM's HA resource (and the HA rule it should be listed in).
     Ha,
+    /// Whether another machine records the providerID our VM would get.
+    ProviderIdHolder,
 }
 
 /// When to look again after a [`Wait`].

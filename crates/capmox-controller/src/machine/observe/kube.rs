@@ -154,7 +154,6 @@ fn initial(
                 == Some(&v.to_string())
         }),
         vmid_range: (range.start, range.end),
-        provider_id: m.spec.provider_id.clone(),
         provisioned,
         task_recorded: st.is_some_and(|s| s.task_ref.is_some())
             || memo
@@ -193,6 +192,12 @@ fn initial(
             .filter(|h| h.wanted())
             .cloned(),
         ha_recorded: st.is_some_and(|s| s.ha_resource.is_some()),
+        provider_id: m.spec.provider_id.clone(),
+        provider_id_format: world
+            .proxmox_cluster
+            .as_ref()
+            .map(|p| p.spec.provider_id_format())
+            .unwrap_or_default(),
         paused: false,
         spec_problems: (!problems.is_empty()).then(|| summarize(&problems)),
         owner,
@@ -223,6 +228,7 @@ fn initial(
         duplicates: None,
         media_found: None,
         ha: None,
+        provider_id_holder: None,
         plan: memo.plan.clone(),
         in_line: None,
         gates: Vec::new(),

@@ -15,6 +15,8 @@
 //! | [`duplicates`] | claimed addresses another machine holds in the same network |
 //! | [`media`] | this machine's ISO volumes on the instance's storages |
 //! | [`ha`] | the VM's HA resource and the HA rule listing it |
+//! | [`storage`] | which storages are enabled and active on which node (for the plan step) |
+//! | [`provider_id`] | whether another machine records the providerID our VM would get |
 
 pub mod agent;
 pub mod bootstrap;
@@ -24,6 +26,8 @@ pub mod duplicates;
 pub mod ha;
 pub mod kube;
 pub mod media;
+pub mod provider_id;
+pub mod storage;
 pub mod task;
 pub mod vm;
 
@@ -50,5 +54,6 @@ pub async fn run(what: Observe, run: &mut Run<'_>, facts: &Facts) -> Result<Obse
         Observe::Duplicates => Ok(duplicates::observe(run, facts).await),
         Observe::Media => Ok(media::observe(run, facts).await),
         Observe::Ha => Ok(ha::observe(run, facts).await),
+        Observe::ProviderIdHolder => Ok(provider_id::observe(run, facts).await),
     }
 }

@@ -3,11 +3,13 @@
 //! | module | owns |
 //! |---|---|
 //! | [`placement`] | which instance (pin ▸ failure domain ▸ mode policy) |
-//! | [`scheduler`] | which node (allowed ∩ online, memory, spread, storage locality) |
+//! | [`scheduler`] | which node (allowed ∩ online, memory, spread, storage locality, storages enabled and active) |
+//! | [`storage`] | which storages a new VM needs on its node |
 //! | [`template`] | which template (`templateID` or tag selector policies) |
 //! | [`vmid`] | VMID ranges and reservations per Proxmox cluster |
 
 pub mod placement;
 pub mod scheduler;
+pub mod storage;
 pub mod template;
 pub mod vmid;

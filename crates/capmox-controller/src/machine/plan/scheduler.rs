@@ -3,8 +3,9 @@
 //! Candidates: the instance's allowed nodes ∩ the machine's `allowedNodes`
 //! (an empty list allows every node), online only, and — when the template's
 //! disks or the requested target storage are node-local — only the nodes the
-//! clone can reach (docs/field-cases.md B05). An explicit `spec.target` must be among
-//! them.
+//! clone can reach (docs/field-cases.md B05), and only the nodes where every
+//! storage the VM needs is enabled and active (the storage filter below,
+//! docs/field-cases.md B37). An explicit `spec.target` must be among them.
 //!
 //! Memory (docs/field-cases.md B26): a node's capacity is its memory ×
 //! `schedulerHints.memoryAdjustment` % (100 = exact, above 100 = overcommit,
@@ -19,6 +20,8 @@
 //! free memory, then node name.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use super::storage::StorageNeeds;
 
 /// A node as `/cluster/resources` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +84,9 @@ pub struct Request {
     pub cluster_machines: BTreeMap<String, u32>,
     /// Storage locality restriction.
     pub locality: Option<Locality>,
+    /// The storages the VM needs and where they are enabled and active;
+    /// `None`: no storage filter.
+    pub storage: Option<StorageFilter>,
 }
 
 /// Memory figures of one node, **bytes** (signed: `free` may be negative
@@ -122,6 +128,15 @@ pub enum ScheduleError {
         /// Why.
         why: String,
     },
+    /// No candidate has every storage the VM needs enabled and active.
+    #[error(
+        "no node has every storage this VM needs enabled and active: {}",
+        per_node(nodes)
+    )]
+    Storage {
+        /// Each candidate and what it lacks.
+        nodes: Vec<(String, String)>,
+    },
     /// Every candidate lacks memory.
     #[error("no node has {} free for this VM (memoryAdjustment {adjustment}%): {}", human(*requested), describe(nodes))]
     InsufficientMemory {
@@ -155,6 +170,14 @@ fn human_signed(v: i128) -> String {
     } else {
         human(abs)
     }
+}
+
+fn per_node(nodes: &[(String, String)]) -> String {
+    nodes
+        .iter()
+        .map(|(n, why)| format!("{n}: {why}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn describe(nodes: &[NodeMemory]) -> String {
@@ -253,6 +276,12 @@ pub fn choose_node(
         })
         .collect();
 
+    let stored: Vec<&NodeFacts> = reachable
+        .iter()
+        .copied()
+        .filter(|n| storage_problem(request.storage.as_ref(), &n.name).is_none())
+        .collect();
+
     if let Some(target) = &request.target {
         let why = if !nodes.iter().any(|n| &n.name == target) {
             Some("it is not a node of this Proxmox cluster".to_string())
@@ -270,6 +299,8 @@ pub fn choose_node(
             ))
         } else if !reachable.iter().any(|n| &n.name == target) {
             request.locality.as_ref().map(|l| l.why.clone())
+        } else if !stored.iter().any(|n| &n.name == target) {
+            storage_problem(request.storage.as_ref(), target)
         } else {
             None
         };
@@ -306,10 +337,20 @@ pub fn choose_node(
         };
         return Err(ScheduleError::NoCandidates(why));
     }
+    if stored.is_empty() {
+        return Err(ScheduleError::Storage {
+            nodes: reachable
+                .iter()
+                .filter_map(|n| {
+                    storage_problem(request.storage.as_ref(), &n.name).map(|w| (n.name.clone(), w))
+                })
+                .collect(),
+        });
+    }
 
     let candidates: Vec<&NodeFacts> = match &request.target {
-        Some(t) => reachable.into_iter().filter(|n| &n.name == t).collect(),
-        None => reachable,
+        Some(t) => stored.into_iter().filter(|n| &n.name == t).collect(),
+        None => stored,
     };
     let ignore_memory = request.memory_adjustment == 0;
     let figures_adj = if ignore_memory {
@@ -342,6 +383,64 @@ pub fn choose_node(
         node: best.node.clone(),
         memory: best,
     })
+}
+
+// ---- storage filter (docs/field-cases.md B37) ------------------------------
+//
+// A node is a candidate only when every storage the VM needs
+// (`super::storage::needs`) is enabled and active on it. The facts come from
+// `/cluster/resources` (type `storage`, `machine/observe/storage.rs`): a
+// storage is listed for a node only when it is configured for that node and
+// enabled, and its status is `available` only when it is active there. So a
+// clone never asks for a storage Proxmox would refuse with "storage '…' is
+// not available on node '…'" or fail to activate.
+
+/// One storage as `/cluster/resources` lists it for one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeStorage {
+    /// Node.
+    pub node: String,
+    /// Storage id.
+    pub storage: String,
+    /// Its status there is `available` (enabled and activated).
+    pub active: bool,
+    /// Its content types include `iso`.
+    pub iso: bool,
+}
+
+/// The storage filter's input.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StorageFilter {
+    /// What the VM needs.
+    pub needs: StorageNeeds,
+    /// Every storage of every node, as listed.
+    pub on_nodes: Vec<NodeStorage>,
+}
+
+/// What `node` lacks of what `filter` needs (`None`: nothing, or no filter),
+/// e.g. `fast-a (spec.storage (clone target)) is not enabled there; ceph
+/// (template 9000 scsi0) is not active there (status unknown)`.
+pub fn storage_problem(filter: Option<&StorageFilter>, node: &str) -> Option<String> {
+    let f = filter?;
+    let here: Vec<&NodeStorage> = f.on_nodes.iter().filter(|s| s.node == node).collect();
+    let mut missing = Vec::new();
+    for need in &f.needs.named {
+        match here.iter().find(|s| s.storage == need.storage) {
+            None => missing.push(format!(
+                "{} ({}) is not enabled there",
+                need.storage, need.needed_by
+            )),
+            Some(s) if !s.active => missing.push(format!(
+                "{} ({}) is not active there (status unknown)",
+                need.storage, need.needed_by
+            )),
+            Some(_) => {}
+        }
+    }
+    if f.needs.iso && !here.iter().any(|s| s.active && s.iso) {
+        missing.push("no active storage with content iso for the bootstrap ISO".to_string());
+    }
+    (!missing.is_empty()).then(|| missing.join("; "))
 }
 
 #[cfg(test)]
@@ -525,6 +624,125 @@ mod tests {
             choose_node(&r, &only_b, &[], &[]).unwrap_err().to_string(),
             "no online node is allowed: template 9000 has scsi0 on local-lvm, which is not shared; it can only be cloned to node-a"
         );
+    }
+
+    /// Field case B37: local-lvm on every node, fast-a only on node-a,
+    /// ceph-rbd shared but not active on node-c; cephfs holds ISOs.
+    fn b37(needs: &[(&str, &str)], machine_nodes: &[&str]) -> Request {
+        let mut on_nodes = Vec::new();
+        for n in ["node-a", "node-b", "node-c"] {
+            let mut add = |storage: &str, active: bool, iso: bool| {
+                on_nodes.push(NodeStorage {
+                    node: n.into(),
+                    storage: storage.into(),
+                    active,
+                    iso,
+                })
+            };
+            add("local-lvm", true, false);
+            add("cephfs", true, true);
+            add("ceph-rbd", n != "node-c", false);
+            if n == "node-a" {
+                add("fast-a", true, false);
+            }
+        }
+        Request {
+            memory: 1 << 30,
+            machine_nodes: machine_nodes.iter().map(|n| n.to_string()).collect(),
+            memory_adjustment: 100,
+            storage: Some(StorageFilter {
+                needs: StorageNeeds {
+                    named: needs
+                        .iter()
+                        .map(|(s, why)| super::super::storage::Need {
+                            storage: s.to_string(),
+                            needed_by: why.to_string(),
+                        })
+                        .collect(),
+                    iso: true,
+                },
+                on_nodes,
+            }),
+            ..Request::default()
+        }
+    }
+
+    fn three() -> Vec<NodeFacts> {
+        vec![
+            node("node-a", 64, true),
+            node("node-b", 64, true),
+            node("node-c", 64, true),
+        ]
+    }
+
+    #[test]
+    fn b37_only_nodes_with_the_storage_enabled_and_active() {
+        // node-b and node-c have more free memory than node-a.
+        let vms = vec![vm(1, "node-a", Some(32), false)];
+        let m1 = b37(
+            &[("fast-a", "spec.storage (clone target)")],
+            &["node-a", "node-b", "node-c"],
+        );
+        assert_eq!(
+            choose_node(&m1, &three(), &vms, &[]).unwrap().node,
+            "node-a"
+        );
+        let m2 = b37(
+            &[("ceph-rbd", "spec.storage (clone target)")],
+            &["node-b", "node-c"],
+        );
+        assert_eq!(choose_node(&m2, &three(), &[], &[]).unwrap().node, "node-b");
+        let m3 = b37(
+            &[("fast-a", "spec.storage (clone target)")],
+            &["node-b", "node-c"],
+        );
+        let e = choose_node(&m3, &three(), &[], &[]).unwrap_err();
+        assert_eq!(
+            e,
+            ScheduleError::Storage {
+                nodes: vec![
+                    (
+                        "node-b".into(),
+                        "fast-a (spec.storage (clone target)) is not enabled there".into()
+                    ),
+                    (
+                        "node-c".into(),
+                        "fast-a (spec.storage (clone target)) is not enabled there".into()
+                    ),
+                ]
+            }
+        );
+        assert!(e.to_string().starts_with(
+            "no node has every storage this VM needs enabled and active: node-b: fast-a"
+        ));
+    }
+
+    #[test]
+    fn b37_inactive_storage_and_missing_iso_storage_are_named() {
+        let mut r = b37(&[("ceph-rbd", "template 9000 scsi0")], &["node-c"]);
+        if let Some(f) = &mut r.storage {
+            f.on_nodes
+                .retain(|s| !(s.node == "node-c" && s.storage == "cephfs"));
+        }
+        assert_eq!(
+            choose_node(&r, &three(), &[], &[]).unwrap_err().to_string(),
+            "no node has every storage this VM needs enabled and active: node-c: \
+             ceph-rbd (template 9000 scsi0) is not active there (status unknown); \
+             no active storage with content iso for the bootstrap ISO"
+        );
+        r.machine_nodes.clear();
+        r.target = Some("node-c".into());
+        assert_eq!(
+            choose_node(&r, &three(), &[], &[]).unwrap_err(),
+            ScheduleError::Target {
+                target: "node-c".into(),
+                why: "ceph-rbd (template 9000 scsi0) is not active there (status unknown); \
+                      no active storage with content iso for the bootstrap ISO"
+                    .into()
+            }
+        );
+        r.target = None;
+        assert_eq!(choose_node(&r, &three(), &[], &[]).unwrap().node, "node-a");
     }
 
     #[test]

@@ -22,8 +22,8 @@ use kube::{Api, ResourceExt};
 
 use super::context::Run;
 use super::decide::{Facts, Wait};
+use super::vm::provider_id;
 use crate::api::ProxmoxMachine;
-use crate::api::cluster::ProviderIdFormat;
 use crate::context::FIELD_MANAGER;
 use crate::error::Error;
 use crate::events::{self, EventKind};
@@ -42,29 +42,11 @@ pub enum End {
     More,
 }
 
-/// `spec.providerID` (CAPI contract: must equal the Node's providerID byte
-/// for byte): `proxmox://<smbios1 uuid>` by default — what kubelet reports
-/// from the product UUID, which cloud-init's `instance-id` carries — or
-/// `proxmox://<instance>/<vmid>` with `providerIDFormat: InstanceVMID` (the
-/// Proxmox cloud controller manager's form, region = instance). The UUID is
-/// lower-cased (docs/field-cases.md B36).
-pub fn provider_id_of(format: ProviderIdFormat, instance: &str, vmid: u32, uuid: &str) -> String {
-    match format {
-        ProviderIdFormat::Uuid => format!("proxmox://{}", uuid.to_ascii_lowercase()),
-        ProviderIdFormat::InstanceVmid => format!("proxmox://{instance}/{vmid}"),
-    }
-}
-
-/// The providerID of this machine's VM with SMBIOS UUID `uuid`.
-pub fn provider_id(run: &Run<'_>, facts: &Facts, uuid: &str) -> String {
-    let format = run
-        .world
-        .proxmox_cluster
-        .as_ref()
-        .map(|p| p.spec.provider_id_format())
-        .unwrap_or_default();
-    provider_id_of(
-        format,
+/// The providerID of this machine's VM with SMBIOS UUID `uuid`, in the
+/// ProxmoxCluster's `providerIDFormat` ([`provider_id::provider_id`]).
+pub fn provider_id(facts: &Facts, uuid: &str) -> String {
+    provider_id::provider_id(
+        facts.provider_id_format,
         facts.instance.as_deref().unwrap_or_default(),
         facts.vmid.unwrap_or_default(),
         uuid,

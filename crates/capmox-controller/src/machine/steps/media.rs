@@ -239,7 +239,7 @@ fn seed(
         .metadata_settings
         .and_then(|m| m.provider_id_injection)
         .unwrap_or(false);
-    let provider_id = inject.then(|| provider_id(run, facts, &uuid.to_string()));
+    let provider_id = inject.then(|| provider_id(facts, &uuid.to_string()));
     Ok(SeedInput {
         instance_id: uuid.to_string(),
         hostname: crate::names::hostname(&run.me.name),

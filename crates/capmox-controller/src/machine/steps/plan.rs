@@ -5,7 +5,9 @@
 //! instance's ([`crate::machine::plan::template`]); the node from the
 //! scheduler ([`crate::machine::plan::scheduler`]): allowed and online
 //! nodes, memory, storage locality (a template on node-local storage can
-//! only be cloned on its node, docs/field-cases.md B05), and spread — the
+//! only be cloned on its node, docs/field-cases.md B05), the storages the
+//! VM needs enabled and active on the node (docs/field-cases.md B37), and
+//! spread — the
 //! fewest machines of this CAPI cluster, counting the placements in flight
 //! ([`crate::machine::runtime::inflight`]) so concurrent scale-ups spread.
 //! The choice is made under the Proxmox cluster's planning lock.
@@ -17,7 +19,8 @@ use kube::ResourceExt;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Plan, StepKind};
 use crate::machine::observe::duplicates::latest_known;
-use crate::machine::plan::scheduler::{self, Locality, Request};
+use crate::machine::plan::scheduler::{self, Locality, Request, StorageFilter};
+use crate::machine::plan::storage;
 use crate::machine::plan::template::{self, Resolved, TemplateError};
 use crate::machine::runtime::inflight::Placement;
 use crate::machine::runtime::resources::Snapshot;
@@ -115,6 +118,10 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
         memory_adjustment: eff.scheduler_hints.memory_adjustment.unwrap_or(100),
         cluster_machines: cluster_machines(run, facts, &inst.identity, &snap),
         locality: locality(&resolved, &tcfg, spec.storage.as_deref(), &snap),
+        storage: Some(StorageFilter {
+            needs: storage::needs(spec, first.vmid, &tcfg),
+            on_nodes: crate::machine::observe::storage::on_nodes(&snap),
+        }),
     };
     let loads = snap.loads();
     let listed: BTreeSet<u32> = loads

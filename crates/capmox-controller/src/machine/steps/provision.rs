@@ -13,6 +13,7 @@ use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, StepKind, VmFact};
 use crate::machine::report::provider_id;
 use crate::machine::vm::addresses;
+use crate::machine::vm::provider_id::same;
 use crate::reasons::Reason;
 
 /// Writes providerID and the provisioned status.
@@ -38,18 +39,28 @@ pub async fn provision(
             Reason::WaitingForAddresses("the VM has no smbios1 uuid".into()),
         ));
     };
-    let id = provider_id(run, facts, &uuid.to_string());
+    let id = provider_id(facts, &uuid.to_string());
     match run.machine.spec.provider_id.as_deref() {
-        Some(existing) if existing == id => {}
+        Some(existing) if same(existing, &id) => {}
         Some(existing) => {
-            // Once set, a providerID never changes (CAPI matches Nodes by it).
+            // Once set, a providerID never changes (CAPI matches Nodes by
+            // it, docs/field-cases.md B36): the difference is reported.
             tracing::warn!(%existing, computed = %id, "spec.providerID is set and differs; it is kept");
+            run.event(
+                EventKind::Warning,
+                Reason::ProviderIdMismatch(format!(
+                    "spec.providerID {existing} is kept; VM {vmid} in instance {} would be {id} in providerIDFormat {}",
+                    facts.instance.as_deref().unwrap_or_default(),
+                    facts.provider_id_format.as_str()
+                )),
+            );
         }
         None => {
             run.merge_patch(serde_json::json!({ "spec": { "providerID": id } }))
                 .await?;
         }
     }
+    let id = run.machine.spec.provider_id.clone().unwrap_or(id);
     let st = &mut run.status;
     st.addresses = addresses::machine_addresses(&crate::names::hostname(&run.me.name), &devs);
     st.ip_addresses = devs;

@@ -7,8 +7,10 @@
 //! | [`vmconfig`] | the one config write; idempotent compare |
 //! | [`disks`] | grow-only resizes |
 //! | [`addresses`] | guest agent interfaces → machine addresses |
+//! | [`provider_id`] | `spec.providerID` in the cluster's format; how recorded ones compare |
 
 pub mod addresses;
 pub mod disks;
 pub mod marker;
+pub mod provider_id;
 pub mod vmconfig;

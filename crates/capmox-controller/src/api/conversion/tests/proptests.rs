@@ -33,11 +33,12 @@ use crate::api::machine::{
 };
 use crate::api::v1alpha2 as v2;
 use crate::api::{
-    ApiEndpoint, ClusterMode, ClusterSettings, Condition, FailureDomain, Initialization,
-    InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus, NodeInfo, ObjectMetaTemplate,
-    ProviderIdFormat, ProxmoxClusterSpec, ProxmoxClusterStatus, ProxmoxClusterTemplateResource,
-    ProxmoxClusterTemplateSpec, ProxmoxMachineSpec, ProxmoxMachineStatus,
-    ProxmoxMachineTemplateResource, ProxmoxMachineTemplateSpec, ProxmoxMachineTemplateStatus,
+    ApiEndpoint, ClusterMode, ClusterSettings, Condition, EndpointClaimStatus, EndpointPool,
+    FailureDomain, Initialization, InstanceNetwork, InstanceSpec, InstanceStatus, IpPoolStatus,
+    NodeInfo, ObjectMetaTemplate, ProviderIdFormat, ProxmoxClusterSpec, ProxmoxClusterStatus,
+    ProxmoxClusterTemplateResource, ProxmoxClusterTemplateSpec, ProxmoxMachineSpec,
+    ProxmoxMachineStatus, ProxmoxMachineTemplateResource, ProxmoxMachineTemplateSpec,
+    ProxmoxMachineTemplateStatus,
 };
 
 fn config() -> ProptestConfig {
@@ -272,6 +273,8 @@ fn cluster_spec_v3() -> BoxedStrategy<ProxmoxClusterSpec> {
             ])),
             vec(instance(), 0..3),
         )),
+        // Rare: most objects should convert without conversion data.
+        proptest::option::weighted(0.1, endpoint_pool()),
     )
         .prop_map(
             |(
@@ -285,8 +288,10 @@ fn cluster_spec_v3() -> BoxedStrategy<ProxmoxClusterSpec> {
                 dns_servers,
                 provider_id_format,
                 settings,
+                control_plane_endpoint_pool,
             )| {
                 ProxmoxClusterSpec {
+                    control_plane_endpoint_pool,
                     control_plane_endpoint: endpoint,
                     external_managed_control_plane: external,
                     credentials_ref,
@@ -303,6 +308,42 @@ fn cluster_spec_v3() -> BoxedStrategy<ProxmoxClusterSpec> {
                 }
             },
         )
+        .boxed()
+}
+
+fn pool_reference() -> BoxedStrategy<IpPoolReference> {
+    (word(), word(), word())
+        .prop_map(|(api_group, kind, name)| IpPoolReference {
+            api_group,
+            kind,
+            name,
+        })
+        .boxed()
+}
+
+fn endpoint_pool() -> BoxedStrategy<EndpointPool> {
+    (
+        of(pool_reference()),
+        vec(ipv4(), 0..3),
+        of(0u8..=128),
+        of(1i32..=65535),
+    )
+        .prop_map(|(pool_ref, addresses, prefix, port)| EndpointPool {
+            pool_ref,
+            addresses,
+            prefix,
+            port,
+        })
+        .boxed()
+}
+
+fn endpoint_claim() -> BoxedStrategy<EndpointClaimStatus> {
+    (word(), pool_reference(), of(ipv4()))
+        .prop_map(|(name, pool_ref, address)| EndpointClaimStatus {
+            name,
+            pool_ref,
+            address,
+        })
         .boxed()
 }
 
@@ -333,6 +374,7 @@ fn cluster_status_v3() -> BoxedStrategy<ProxmoxClusterStatus> {
             0..3,
         ),
         of(0i64..100),
+        proptest::option::weighted(0.1, endpoint_claim()),
     )
         .prop_map(
             |(
@@ -343,6 +385,7 @@ fn cluster_status_v3() -> BoxedStrategy<ProxmoxClusterStatus> {
                 instances_ready,
                 pools,
                 observed_generation,
+                control_plane_endpoint_claim,
             )| {
                 ProxmoxClusterStatus {
                     initialization,
@@ -389,6 +432,7 @@ fn cluster_status_v3() -> BoxedStrategy<ProxmoxClusterStatus> {
                         })
                         .collect(),
                     observed_generation,
+                    control_plane_endpoint_claim,
                 }
             },
         )

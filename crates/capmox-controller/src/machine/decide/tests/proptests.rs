@@ -220,7 +220,6 @@ impl World {
             vmid: self.vmid,
             vmid_reserved: self.reserved,
             vmid_range: (100, 999_999_999),
-            provider_id: None,
             provisioned: self.provisioned,
             task_recorded: self.task.is_some(),
             media_recorded: self.media_recorded.then(|| media(self.vmid.unwrap_or(100))),
@@ -235,6 +234,8 @@ impl World {
             check_bootstrap: true,
             ha_wanted: None,
             ha_recorded: false,
+            provider_id: None,
+            provider_id_format: Default::default(),
             paused: false,
             spec_problems: None,
             owner: Owner::Present {
@@ -256,6 +257,7 @@ impl World {
             duplicates: None,
             media_found: None,
             ha: None,
+            provider_id_holder: None,
             plan: self.mem.plan.then(|| Plan {
                 node: node("pve-a1"),
                 template: TemplateVm {
@@ -275,6 +277,8 @@ impl World {
     fn observe(&mut self, what: Observe, f: &Facts) -> Observed {
         match what {
             Observe::Client => Observed::Client(ClientFact::Ready),
+            // One machine in this world: nobody else records its providerID.
+            Observe::ProviderIdHolder => Observed::ProviderIdHolder(None),
             Observe::Task => Observed::Task(match &self.task {
                 None => TaskFact::Lost(Operation::Configure),
                 Some(t) => {

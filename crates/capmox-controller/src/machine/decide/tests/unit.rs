@@ -286,6 +286,33 @@ fn a_running_vm_waits_for_addresses_and_the_bootstrap_then_is_provisioned() {
 }
 
 #[test]
+fn a_provider_id_another_machine_records_is_not_published_b36() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
+    f.skip_agent = true;
+    f.provider_id_holder = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::ProviderIdHolder));
+    f.apply(Observed::ProviderIdHolder(Some("default/other-m1".into())));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "ProviderIDInUse");
+    assert_eq!(until(&s), Until::Change);
+    let Step::Wait(w) = &s else { panic!("{s:?}") };
+    assert!(
+        w.reason
+            .message()
+            .contains("recorded by ProxmoxMachine default/other-m1"),
+        "{}",
+        w.reason.message()
+    );
+    // A recorded providerID is kept without looking anyone up.
+    f.provider_id = Some("proxmox://0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6".into());
+    f.provider_id_holder = None;
+    assert!(matches!(decide(&f), Step::Provision(_)));
+    f.provider_id = None;
+    f.apply(Observed::ProviderIdHolder(None));
+    assert!(matches!(decide(&f), Step::Provision(_)));
+}
+
+#[test]
 fn a_vm_stopped_out_of_band_before_provisioning_is_started_again() {
     let mut f = at(VmFact::Ours(view(Some(configured()), Power::Running)));
     // The agent says the VM is not running: the power state follows.
