@@ -300,7 +300,7 @@ mod tests {
             let labels = c.metadata.labels.clone().unwrap_or_default();
             assert_eq!(
                 labels.get("cluster.x-k8s.io/v1beta2").map(String::as_str),
-                Some("v1alpha2_v1alpha3")
+                Some("v1alpha3")
             );
         }
     }

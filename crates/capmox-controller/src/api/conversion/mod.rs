@@ -53,8 +53,10 @@ mod stash;
 mod templates;
 
 #[cfg(test)]
+#[path = "tests/proptests.rs"]
 mod proptests;
 #[cfg(test)]
+#[path = "tests/unit.rs"]
 mod tests;
 
 use serde::de::DeserializeOwned;

@@ -7,7 +7,7 @@
 //! [`Step::Wait`] or [`Step::Done`]. Nothing else chooses what happens
 //! next: the code that acts never re-decides, and never invents a fact.
 //!
-//! Invariants (checked by the property tests in `proptests.rs`):
+//! Invariants (checked by the property tests in `tests/proptests.rs`):
 //! - **No second VM.** A clone is chosen only when the VM at the recorded
 //!   VMID was observed absent; the VMID is written to spec before the clone
 //!   ([`Step::ReserveVmid`] comes first), so a crash between any two steps
@@ -37,6 +37,7 @@
 //! the IP claims → drop the finalizer.
 
 pub mod facts;
+pub mod observed;
 pub mod operation;
 pub mod step;
 
@@ -46,13 +47,16 @@ mod provisioned;
 mod task;
 
 #[cfg(test)]
+#[path = "tests/proptests.rs"]
 mod proptests;
 #[cfg(test)]
+#[path = "tests/unit.rs"]
 mod tests;
 
 use std::time::Duration;
 
 pub use facts::*;
+pub use observed::*;
 pub use operation::Operation;
 pub use step::*;
 

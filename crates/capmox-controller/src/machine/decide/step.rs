@@ -9,7 +9,8 @@ use crate::api::machine::DeviceAddresses;
 use crate::machine::vm::disks::Resize;
 use crate::reasons::Reason;
 
-use super::facts::{MediaVolume, TaskEnd};
+use super::facts::MediaVolume;
+use super::observed::TaskEnd;
 
 /// A fact to read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

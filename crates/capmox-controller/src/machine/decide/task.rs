@@ -5,7 +5,8 @@ use pve_client::{ConflictKind, TaskFailureKind};
 use super::operation::Operation;
 use crate::reasons::Reason;
 
-use super::facts::{Facts, TaskEnd, TaskFact};
+use super::facts::{Facts, TaskFact};
+use super::observed::TaskEnd;
 use super::step::{Observe, Step, Until, wait};
 
 /// The `VirtualMachineProvisioned` reason while a task of `op` runs.
