@@ -147,6 +147,9 @@ pub enum Reason {
     UploadFailed(String),
     /// No storage for the bootstrap ISO on the VM's node.
     NoIsoStorage(String),
+    /// The storage named for the bootstrap ISO cannot hold it (no `iso`
+    /// content): only a spec or storage change helps.
+    IsoStorageUnfit(String),
     /// The config is written.
     Configuring(String),
     /// The config write is done (event).
@@ -289,6 +292,7 @@ impl Reason {
             Reason::UploadingBootstrapData(_) => "UploadingBootstrapData",
             Reason::UploadFailed(_) => "UploadFailed",
             Reason::NoIsoStorage(_) => "NoISOStorage",
+            Reason::IsoStorageUnfit(_) => "ISOStorageUnfit",
             Reason::Configuring(_) => "Configuring",
             Reason::Configured(_) => "Configured",
             Reason::ConfigureFailed(_) => "ConfigureFailed",
@@ -382,6 +386,7 @@ impl Reason {
             | Reason::UploadingBootstrapData(m)
             | Reason::UploadFailed(m)
             | Reason::NoIsoStorage(m)
+            | Reason::IsoStorageUnfit(m)
             | Reason::Configuring(m)
             | Reason::Configured(m)
             | Reason::ConfigureFailed(m)
@@ -435,7 +440,8 @@ impl Reason {
             | Reason::DuplicateIpAddress(_)
             | Reason::VirtualMachineNotFound(_)
             | Reason::VirtualMachineNotOurs(_)
-            | Reason::VirtualMachineStopped(_) => true,
+            | Reason::VirtualMachineStopped(_)
+            | Reason::IsoStorageUnfit(_) => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,
                 PlacementError::NotReady { .. } | PlacementError::NoneEligible(_)
@@ -493,6 +499,8 @@ mod tests {
             .terminal()
         );
         assert!(!Reason::CloneFailed("lock timeout".into()).terminal());
+        assert!(Reason::IsoStorageUnfit("local-lvm".into()).terminal());
+        assert!(!Reason::NoIsoStorage("pve-b1".into()).terminal());
         assert!(
             !Reason::InstanceUnreachable {
                 instance: "dc-a".into(),

@@ -22,6 +22,7 @@ mod machine_lifecycle;
 mod machine_metrics;
 mod machine_node_tasks;
 mod machine_placement;
+mod machine_shapes;
 mod machine_stale_reads;
 mod machine_stale_writes;
 mod machine_template_status;

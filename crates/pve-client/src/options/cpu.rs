@@ -329,21 +329,20 @@ impl Cpu {
         self.cputype.as_deref().map(cpu_model_kind).transpose()
     }
 
-    /// Checks what Proxmox checks of a VM's `cpu` (`pve-vm-cpu-conf`): a
-    /// `cputype` that is built in or `custom-<name>`, VM flags from
+    /// Checks what Proxmox checks of a VM's `cpu` (`pve-vm-cpu-conf`): not
+    /// empty, a `cputype` (absent: Proxmox's default `kvm64`) that is built
+    /// in or `custom-<name>`, VM flags from
     /// [`VM_CPU_FLAGS`] only and each at most once, no `reported-model`.
     ///
     /// # Errors
     /// [`ParseError`] naming the first problem.
     pub fn validate(&self) -> Result<(), ParseError> {
-        let Some(t) = &self.cputype else {
-            return Err(ParseError::new(
-                WHAT,
-                self.to_string(),
-                "cputype is missing",
-            ));
-        };
-        cpu_model_kind(t)?;
+        if self.cputype.is_none() && self.flags.is_empty() && self.extra.is_empty() {
+            return Err(ParseError::new(WHAT, "", "the value is empty"));
+        }
+        if let Some(t) = &self.cputype {
+            cpu_model_kind(t)?;
+        }
         if let Some(f) = self.flags.iter().find(|f| !f.allowed_for_vm()) {
             return Err(ParseError::new(
                 "CPU flag",
@@ -455,7 +454,10 @@ mod tests {
         let mut r = Cpu::model("host");
         r.extra.insert("reported-model".into(), "kvm64".into());
         assert!(r.validate().is_err());
-        assert!(Cpu::default().validate().is_err(), "cputype missing");
+        assert!(Cpu::default().validate().is_err(), "empty");
+        let mut f = Cpu::default();
+        f.flags = vec![CpuFlag::parse("+aes").unwrap()];
+        assert!(f.validate().is_ok(), "the default model with flags");
     }
 
     #[test]

@@ -6,9 +6,11 @@
 //! | [`marker`] | the ownership marker (tag, description line), the bootstrap ISO's file name |
 //! | [`vmconfig`] | the one config write; idempotent compare |
 //! | [`disks`] | grow-only resizes |
+//! | [`media`] | the bootstrap ISO's storage and CD-ROM bus |
 //! | [`addresses`] | guest agent interfaces → machine addresses |
 
 pub mod addresses;
 pub mod disks;
 pub mod marker;
+pub mod media;
 pub mod vmconfig;
