@@ -455,8 +455,10 @@ mod tests {
         r.extra.insert("reported-model".into(), "kvm64".into());
         assert!(r.validate().is_err());
         assert!(Cpu::default().validate().is_err(), "empty");
-        let mut f = Cpu::default();
-        f.flags = vec![CpuFlag::parse("+aes").unwrap()];
+        let f = Cpu {
+            flags: vec![CpuFlag::parse("+aes").unwrap()],
+            ..Cpu::default()
+        };
         assert!(f.validate().is_ok(), "the default model with flags");
     }
 
