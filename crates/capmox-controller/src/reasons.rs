@@ -137,6 +137,9 @@ pub enum Reason {
     UploadFailed(String),
     /// No storage for the bootstrap ISO on the VM's node.
     NoIsoStorage(String),
+    /// The storage named for the bootstrap ISO cannot hold it (no `iso`
+    /// content): only a spec or storage change helps.
+    IsoStorageUnfit(String),
     /// The config is written.
     Configuring(String),
     /// The config write is done (event).
@@ -317,6 +320,7 @@ impl Reason {
             Reason::UploadingBootstrapData(_) => "UploadingBootstrapData",
             Reason::UploadFailed(_) => "UploadFailed",
             Reason::NoIsoStorage(_) => "NoISOStorage",
+            Reason::IsoStorageUnfit(_) => "ISOStorageUnfit",
             Reason::Configuring(_) => "Configuring",
             Reason::Configured(_) => "Configured",
             Reason::ConfigureFailed(_) => "ConfigureFailed",
@@ -422,6 +426,7 @@ impl Reason {
             | Reason::UploadingBootstrapData(m)
             | Reason::UploadFailed(m)
             | Reason::NoIsoStorage(m)
+            | Reason::IsoStorageUnfit(m)
             | Reason::Configuring(m)
             | Reason::Configured(m)
             | Reason::ConfigureFailed(m)
@@ -486,7 +491,8 @@ impl Reason {
             | Reason::VirtualMachineStopped(_)
             | Reason::HaConfigurationInvalid(_)
             | Reason::MissingPrivileges(_)
-            | Reason::ProviderIdInUse { .. } => true,
+            | Reason::ProviderIdInUse { .. }
+            | Reason::IsoStorageUnfit(_) => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,
                 PlacementError::NotReady { .. } | PlacementError::NoneEligible(_)
@@ -544,6 +550,8 @@ mod tests {
             .terminal()
         );
         assert!(!Reason::CloneFailed("lock timeout".into()).terminal());
+        assert!(Reason::IsoStorageUnfit("local-lvm".into()).terminal());
+        assert!(!Reason::NoIsoStorage("pve-b1".into()).terminal());
         assert!(
             !Reason::InstanceUnreachable {
                 instance: "dc-a".into(),

@@ -31,6 +31,7 @@ pub(crate) mod certs;
 pub(crate) mod clock;
 pub mod config;
 pub mod control;
+pub(crate) mod cpu_conf;
 pub mod error;
 pub mod faults;
 pub(crate) mod guest;

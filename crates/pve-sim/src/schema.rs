@@ -6,7 +6,7 @@
 //! pve-common; the 400 shape is built by the internal `http::envelope` module.
 //!
 //! Simplifications: named formats the simulator does not know (firewall
-//! specs, CPU models, PCI mappings, …) are accepted unchecked.
+//! specs, PCI mappings, …) are accepted unchecked.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -806,6 +806,7 @@ fn check_named(name: &str, text: &str) -> Result<(), String> {
         "pve-qm-boot" => check_boot(text),
         "pve-startup-order" => check_startup(text),
         "pve-qm-smbios1" => check_smbios1(text),
+        "pve-vm-cpu-conf" => crate::cpu_conf::check(text),
         "pve-hotplug-features" => ok(
             text == "0"
                 || text == "1"

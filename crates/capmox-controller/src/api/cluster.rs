@@ -250,6 +250,15 @@ pub struct InstanceSpec {
     /// Per-instance scheduling hints (override the cluster's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduler_hints: Option<SchedulerHints>,
+    /// Default CPU model and flags of machines placed here (CPU models
+    /// differ between Proxmox clusters); a machine's `cpu` overrides each
+    /// field it sets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<crate::api::machine::CpuSpec>,
+    /// Default storage and CD-ROM bus of the bootstrap ISO of machines
+    /// placed here (storages differ between Proxmox clusters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_media: Option<crate::api::machine::BootstrapMediaSpec>,
     /// Proxmox HA for the machines placed here (a machine's `spec.ha`
     /// overrides it); unset: the VMs are not HA resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]

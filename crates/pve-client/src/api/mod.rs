@@ -7,6 +7,7 @@
 //! | [`access`] | `GET /access/permissions` |
 //! | [`cluster`] | `GET /cluster/status`, `/cluster/resources`, `/cluster/nextid` |
 //! | [`nodes`] | `GET /nodes`, `/nodes/{node}/status` |
+//! | [`mapping`] | `GET /cluster/mapping/pci` |
 //! | [`storage`] | storages, storage status, content list, ISO upload, volume delete |
 //! | [`qemu`] | VM list, config GET/POST/PUT, pending, clone, resize, status, power, delete |
 //! | [`agent`] | guest agent `ping`, `network-get-interfaces`, `exec`, `exec-status` |
@@ -21,6 +22,7 @@ pub mod access;
 pub mod agent;
 pub mod cluster;
 pub mod ha;
+pub mod mapping;
 pub mod nodes;
 pub mod pools;
 pub mod qemu;

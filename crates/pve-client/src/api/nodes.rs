@@ -5,6 +5,7 @@ use serde::Deserialize;
 use crate::PveClient;
 use crate::client::{Call, seg};
 use crate::error::PveError;
+use crate::options::Arch;
 use crate::types::NodeName;
 use crate::types::lenient::{opt_f64, opt_string, opt_u32, opt_u64};
 
@@ -76,6 +77,17 @@ pub struct NodeCpuInfo {
     pub model: Option<String>,
 }
 
+/// `current-kernel` of `GET /nodes/{node}/status`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct NodeKernel {
+    /// Hardware (architecture) type, e.g. `x86_64`, `aarch64`.
+    #[serde(default, deserialize_with = "opt_string")]
+    pub machine: Option<String>,
+    /// Kernel release.
+    #[serde(default, deserialize_with = "opt_string")]
+    pub release: Option<String>,
+}
+
 /// Response of `GET /nodes/{node}/status`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct NodeStatus {
@@ -97,6 +109,21 @@ pub struct NodeStatus {
     /// Load averages (1, 5, 15 min) as Proxmox sends them (strings).
     #[serde(default)]
     pub loadavg: Vec<serde_json::Value>,
+    /// The running kernel (PVE ≥ 8.1).
+    #[serde(default, rename = "current-kernel")]
+    pub current_kernel: NodeKernel,
+}
+
+impl NodeStatus {
+    /// The node's architecture, from `current-kernel.machine` (`None` when
+    /// the server does not report it or reports one Proxmox VMs cannot
+    /// have).
+    pub fn arch(&self) -> Option<Arch> {
+        self.current_kernel
+            .machine
+            .as_deref()
+            .and_then(|m| Arch::parse(m).ok())
+    }
 }
 
 impl PveClient {
@@ -145,5 +172,11 @@ mod tests {
         assert_eq!(s.memory.total, Some(128 << 30));
         assert_eq!(s.cpuinfo.cpus, Some(32));
         assert_eq!(s.uptime, Some(99));
+        assert_eq!(s.arch(), None);
+        let s: NodeStatus = serde_json::from_str(
+            r#"{"current-kernel":{"machine":"aarch64","release":"6.8.12","sysname":"Linux"}}"#,
+        )
+        .unwrap();
+        assert_eq!(s.arch(), Some(Arch::Aarch64));
     }
 }

@@ -11,8 +11,11 @@
 //! read-modify-write.
 
 mod agent;
+mod arch;
 mod boot;
+mod cpu;
 mod disk;
+mod hostpci;
 mod ipconfig;
 mod net;
 pub(crate) mod propstr;
@@ -22,8 +25,13 @@ mod startup;
 mod tags;
 
 pub use agent::AgentOption;
+pub use arch::{Arch, Firmware, MachineKind, MachineType};
 pub use boot::Boot;
+pub use cpu::{
+    BUILTIN_MODELS, CUSTOM_PREFIX, Cpu, CpuFlag, CpuModelKind, VM_CPU_FLAGS, cpu_model_kind,
+};
 pub use disk::{Disk, DiskBus, DiskMedia, DiskSlot};
+pub use hostpci::{HostPci, MAX_HOSTPCI_INDEX, is_config_id};
 pub use ipconfig::{IpConfig, Ipv4Config, Ipv6Config};
 pub use net::{MacAddr, NetDevice, NetModel};
 pub use size::DiskSize;

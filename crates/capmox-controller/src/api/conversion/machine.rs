@@ -123,6 +123,8 @@ pub(super) fn spec_up(
         on_boot: None,
         startup: None,
         boot_order: None,
+        cpu: None,
+        bootstrap_media: None,
     })
 }
 

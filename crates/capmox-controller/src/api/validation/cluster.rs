@@ -119,6 +119,12 @@ fn validate_cluster_at(base: &str, spec: &ProxmoxClusterSpec) -> Vec<FieldError>
         if let Some(r) = &inst.vm_id_range {
             check_vmid_range(&format!("{ipath}.vmIDRange"), r, &mut errs);
         }
+        if let Some(cpu) = &inst.cpu {
+            super::shape::check_cpu(&format!("{ipath}.cpu"), cpu, &mut errs);
+        }
+        if let Some(m) = &inst.bootstrap_media {
+            super::shape::check_media(&format!("{ipath}.bootstrapMedia"), m, &mut errs);
+        }
         if let Some(net) = &inst.network {
             let npath = format!("{ipath}.network");
             for (field, config, family) in [

@@ -22,7 +22,8 @@ use crate::api::templates::ProxmoxMachineTemplateSpec;
 /// only with virtio, bridge names valid, MACs a NIC can use (unicast, not
 /// all-zero) and unique, each `ipPoolRef` once; `vmIDRange` ordered and in
 /// range, holding `virtualMachineID`; `target` among `allowedNodes`;
-/// `startup` and `bootOrder` in Proxmox syntax.
+/// `startup` and `bootOrder` in Proxmox syntax; `cpu` a model Proxmox knows
+/// and flags a VM may set.
 pub fn validate_machine(spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
     validate_machine_at("spec", spec)
 }
@@ -269,6 +270,12 @@ fn validate_machine_at(base: &str, spec: &ProxmoxMachineSpec) -> Vec<FieldError>
         ));
     }
     check_tags(&format!("{base}.tags"), &spec.tags, &mut errs);
+    if let Some(cpu) = &spec.cpu {
+        super::shape::check_cpu(&format!("{base}.cpu"), cpu, &mut errs);
+    }
+    if let Some(m) = &spec.bootstrap_media {
+        super::shape::check_media(&format!("{base}.bootstrapMedia"), m, &mut errs);
+    }
     if let Some(s) = &spec.startup
         && !is_startup(s)
     {

@@ -17,12 +17,14 @@
 //! | `template` | template sources, tag selectors, Proxmox tags, VMID ranges |
 //! | `machine` | ProxmoxMachine / ProxmoxMachineTemplate, and a machine against its cluster |
 //! | `nic` | network devices: VLAN, MTU, MAC, pools |
+//! | `shape` | VM shape: CPU model and flags, bootstrap media (machine and instance) |
 
 mod cluster;
 mod instances;
 mod machine;
 mod network;
 mod nic;
+mod shape;
 mod slots;
 mod template;
 

@@ -172,7 +172,14 @@ fn initial(
             &m.spec,
             &crate::names::vm_name(&m.metadata.name.clone().unwrap_or_default()),
             marker,
-            bridge.as_deref(),
+            vmconfig::InstanceDefaults {
+                bridge: bridge.as_deref(),
+                cpu: world.instance.as_ref().and_then(|e| e.spec.cpu.as_ref()),
+                media: world
+                    .instance
+                    .as_ref()
+                    .and_then(|e| e.spec.bootstrap_media.as_ref()),
+            },
         )
         .map_err(|e| e.to_string()),
         disks: m.spec.disks.clone(),

@@ -19,6 +19,7 @@ use tokio::time::Instant;
 
 use crate::machine::plan::scheduler::{NodeFacts, VmLoad};
 use crate::machine::plan::template::TemplateVm;
+pub use crate::machine::vm::media::StorageView;
 use crate::pve::{ClusterResource, ProxmoxApi, PveError};
 use pve_client::options::Tags;
 
@@ -29,21 +30,6 @@ pub struct Snapshot {
     pub fetched: Instant,
     /// The entries.
     pub resources: Vec<ClusterResource>,
-}
-
-/// A storage as seen from one node.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StorageView {
-    /// Storage id.
-    pub storage: String,
-    /// Node.
-    pub node: String,
-    /// Shared between nodes.
-    pub shared: bool,
-    /// Content types.
-    pub content: Vec<String>,
-    /// `available` (listed status).
-    pub available: bool,
 }
 
 impl Snapshot {
@@ -135,19 +121,6 @@ impl Snapshot {
                 })
             })
             .collect()
-    }
-
-    /// The storage an ISO for a VM on `node` goes to: an available storage
-    /// with content `iso` on that node, shared ones first (no copy between
-    /// nodes), then by name.
-    pub fn iso_storage(&self, node: &str) -> Option<StorageView> {
-        let mut v: Vec<StorageView> = self
-            .storages()
-            .into_iter()
-            .filter(|s| s.node == node && s.available && s.content.iter().any(|c| c == "iso"))
-            .collect();
-        v.sort_by(|a, b| b.shared.cmp(&a.shared).then(a.storage.cmp(&b.storage)));
-        v.into_iter().next()
     }
 
     /// Whether storage `id` is shared (as listed on any node).
@@ -270,8 +243,9 @@ mod tests {
             t.iter()
                 .any(|v| v.vmid == 9000 && v.tags.contains("capmox"))
         );
-        assert_eq!(s.iso_storage("pve-a1").unwrap().storage, "cephfs");
-        assert_eq!(s.iso_storage("pve-a2"), None, "not available");
+        let iso = |node| crate::machine::vm::media::iso_storage(&s.storages(), node, None);
+        assert_eq!(iso("pve-a1").unwrap().storage, "cephfs");
+        assert!(iso("pve-a2").is_err(), "not available");
         assert_eq!(s.is_shared("cephfs"), Some(true));
         assert_eq!(s.is_shared("local"), Some(false));
         assert_eq!(

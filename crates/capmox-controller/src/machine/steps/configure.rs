@@ -11,9 +11,10 @@ use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Operation, Power, StepKind, VmFact};
 use crate::machine::observe::vm::{moved, remember};
-use crate::machine::vm::vmconfig;
+use crate::machine::vm::{media, vmconfig};
 use crate::pve::{ConfigUpdate, PveError};
 use crate::reasons::Reason;
+use pve_client::options::Arch;
 
 /// Writes the config.
 pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
@@ -41,10 +42,17 @@ pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
         None
     } else {
         match &facts.media_recorded {
-            Some(m) => match vmconfig::iso_slot(config, &m.volid) {
-                Ok(slot) => Some((slot, m.volid.as_str())),
-                Err(e) => return fail(run, "invalid_spec", Reason::ConfigureFailed(e.to_string())),
-            },
+            Some(m) => {
+                match media::cdrom_buses(desired.cdrom_bus, config.arch.unwrap_or(Arch::X86_64))
+                    .map_err(vmconfig::VmConfigError)
+                    .and_then(|buses| vmconfig::iso_slot(config, &m.volid, &buses))
+                {
+                    Ok(slot) => Some((slot, m.volid.as_str())),
+                    Err(e) => {
+                        return fail(run, "invalid_spec", Reason::ConfigureFailed(e.to_string()));
+                    }
+                }
+            }
             None => {
                 return fail(
                     run,

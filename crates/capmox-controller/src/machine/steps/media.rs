@@ -16,7 +16,7 @@ use crate::machine::decide::{
 };
 use crate::machine::report::provider_id;
 use crate::machine::runtime::NodeKey;
-use crate::machine::vm::vmconfig;
+use crate::machine::vm::{media, vmconfig};
 use crate::pve::{Missing, PveError, StorageId, VmConfig};
 use crate::reasons::Reason;
 use crate::stores;
@@ -50,7 +50,19 @@ pub async fn upload(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error>
         identity: inst.identity.clone(),
         node: view.node.clone(),
     };
-    let storage = match run.rt().iso_storage(&key) {
+    let requested = facts
+        .desired
+        .as_ref()
+        .ok()
+        .and_then(|d| d.media_storage.clone());
+    // The default choice is cached per node; a named storage is checked
+    // against the listing every time it is chosen (once per machine).
+    let cached = if requested.is_none() {
+        run.rt().iso_storage(&key)
+    } else {
+        None
+    };
+    let storage = match cached {
         Some(s) => s,
         None => {
             let snap = match run
@@ -72,20 +84,20 @@ pub async fn upload(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error>
                     ));
                 }
             };
-            match snap.iso_storage(view.node.as_str()) {
-                Some(s) => {
-                    run.rt().cache_iso_storage(key, s.clone());
+            match media::iso_storage(&snap.storages(), view.node.as_str(), requested.as_deref()) {
+                Ok(s) => {
+                    if requested.is_none() {
+                        run.rt().cache_iso_storage(key, s.clone());
+                    }
                     s
                 }
-                None => {
-                    return Ok(fail(
-                        run,
-                        "no_iso_storage",
-                        Reason::NoIsoStorage(format!(
-                            "no available storage with content 'iso' on node {}; the bootstrap ISO cannot be attached",
-                            view.node
-                        )),
-                    ));
+                Err(e) => {
+                    let reason = if e.terminal() {
+                        Reason::IsoStorageUnfit(e.to_string())
+                    } else {
+                        Reason::NoIsoStorage(e.to_string())
+                    };
+                    return Ok(fail(run, "no_iso_storage", reason));
                 }
             }
         }

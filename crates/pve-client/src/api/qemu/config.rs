@@ -18,7 +18,8 @@ use crate::client::Call;
 use crate::encode::{Form, decode_sshkeys, encode_sshkeys};
 use crate::error::{ParseError, PveError};
 use crate::options::{
-    AgentOption, Boot, Disk, DiskSlot, IpConfig, NetDevice, Smbios1, Startup, Tags,
+    AgentOption, Arch, Boot, Cpu, Disk, DiskSlot, Firmware, HostPci, IpConfig, MAX_HOSTPCI_INDEX,
+    MachineType, NetDevice, Smbios1, Startup, Tags,
 };
 use crate::types::lenient::opt_string;
 use crate::types::{NodeName, Upid, VmId, VmLock};
@@ -81,8 +82,16 @@ pub struct VmConfig {
     pub searchdomain: Option<String>,
     /// `cicustom`.
     pub cicustom: Option<String>,
-    /// `bios` (`seabios` or `ovmf`).
-    pub bios: Option<String>,
+    /// `bios`: the firmware.
+    pub bios: Option<Firmware>,
+    /// `arch`; absent means the architecture of the node the VM runs on.
+    pub arch: Option<Arch>,
+    /// `machine`: the QEMU machine type.
+    pub machine: Option<MachineType>,
+    /// `cpu`: the emulated CPU type and flags.
+    pub cpu: Option<Cpu>,
+    /// `hostpci[n]`, by index: PCI passthrough devices.
+    pub hostpcis: BTreeMap<u8, HostPci>,
     /// Every key as returned, verbatim.
     pub raw: BTreeMap<String, Value>,
 }
@@ -169,10 +178,17 @@ impl VmConfig {
                 "nameserver" => c.nameserver = Some(s),
                 "searchdomain" => c.searchdomain = Some(s),
                 "cicustom" => c.cicustom = Some(s),
-                "bios" => c.bios = Some(s),
+                "bios" => c.bios = Some(Firmware::parse(&s).map_err(with_key)?),
+                "arch" => c.arch = Some(Arch::parse(&s).map_err(with_key)?),
+                "machine" => c.machine = Some(MachineType::parse(&s).map_err(with_key)?),
+                "cpu" => c.cpu = Some(Cpu::parse(&s).map_err(with_key)?),
                 k => {
                     if let Some(i) = indexed(k, "net") {
                         c.nets.insert(i, NetDevice::parse(&s).map_err(with_key)?);
+                    } else if let Some(i) =
+                        indexed(k, "hostpci").filter(|i| *i <= MAX_HOSTPCI_INDEX)
+                    {
+                        c.hostpcis.insert(i, HostPci::parse(&s).map_err(with_key)?);
                     } else if let Some(i) = indexed(k, "ipconfig") {
                         c.ipconfigs
                             .insert(i, IpConfig::parse(&s).map_err(with_key)?);
@@ -342,6 +358,39 @@ impl ConfigUpdate {
             Ok(()) => self.set("smbios1", smbios.to_string()),
             Err(e) => self.fail(e),
         }
+    }
+
+    /// `cpu` (checked as Proxmox checks a VM's CPU, see [`Cpu::validate`]).
+    pub fn cpu(self, cpu: &Cpu) -> Self {
+        match cpu.validate() {
+            Ok(()) => self.set("cpu", cpu.to_string()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// `hostpci[index]`, index 0 ..= 15 (see [`HostPci::validate`]).
+    pub fn hostpci(self, index: u8, dev: &HostPci) -> Self {
+        if index > MAX_HOSTPCI_INDEX {
+            return self.fail(ParseError::new(
+                "config key",
+                format!("hostpci{index}"),
+                "index must be 0..=15",
+            ));
+        }
+        match dev.validate() {
+            Ok(()) => self.set(&format!("hostpci{index}"), dev.to_string()),
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// `bios`.
+    pub fn bios(self, firmware: Firmware) -> Self {
+        self.set("bios", firmware.as_str())
+    }
+
+    /// `machine`.
+    pub fn machine(self, machine: &MachineType) -> Self {
+        self.set("machine", machine.to_string())
     }
 
     /// `boot`.
@@ -635,7 +684,8 @@ mod tests {
             "smbios1": "uuid=2f1b6c1e-9a7d-4c61-b0e3-5a8d2c4f7e90",
             "boot": "order=scsi0;net0", "onboot": 1, "startup": "order=2",
             "sshkeys": "ssh-ed25519%20AAAA%20me%40host%0A",
-            "digest": "0a1b2c3d4e5f", "lock": "clone", "bios": "ovmf",
+            "digest": "0a1b2c3d4e5f", "lock": "clone", "bios": "ovmf", "arch": "aarch64",
+            "machine": "virt", "cpu": "host,flags=+aes", "hostpci0": "mapping=gpu,pcie=1",
             "unused0": "ceph:vm-131-disk-9", "vmgenid": "x", "scsihw": "virtio-scsi-single"
         }"#,
         )
@@ -676,6 +726,48 @@ mod tests {
             Some("virtio-scsi-single")
         );
         assert!(!c.template);
+        assert_eq!(c.bios, Some(Firmware::Ovmf));
+        assert_eq!(c.arch, Some(Arch::Aarch64));
+        assert_eq!(
+            c.machine.as_ref().map(MachineType::kind),
+            Some(crate::options::MachineKind::Virt)
+        );
+        assert_eq!(
+            c.cpu.as_ref().and_then(|c| c.cputype.as_deref()),
+            Some("host")
+        );
+        assert_eq!(c.hostpcis[&0].mapping.as_deref(), Some("gpu"));
+    }
+
+    #[test]
+    fn shape_setters_validate() {
+        let u = ConfigUpdate::new()
+            .cpu(&Cpu::model("x86-64-v3"))
+            .hostpci(0, &HostPci::mapped("gpu"))
+            .bios(Firmware::Ovmf)
+            .machine(&MachineType::virt());
+        assert_eq!(
+            u.to_form().unwrap().encode(),
+            "bios=ovmf&cpu=x86-64-v3&hostpci0=mapping%3Dgpu&machine=virt"
+        );
+        assert!(
+            ConfigUpdate::new()
+                .cpu(&Cpu::model("Skylake"))
+                .to_form()
+                .is_err()
+        );
+        assert!(
+            ConfigUpdate::new()
+                .hostpci(16, &HostPci::mapped("gpu"))
+                .to_form()
+                .is_err()
+        );
+        assert!(
+            ConfigUpdate::new()
+                .hostpci(0, &HostPci::default())
+                .to_form()
+                .is_err()
+        );
     }
 
     #[test]

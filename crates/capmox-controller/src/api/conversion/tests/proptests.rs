@@ -28,8 +28,9 @@ use crate::api::common::{
     TemplateSource, VmIdRange,
 };
 use crate::api::machine::{
-    AdditionalVolume, Checks, DeviceAddresses, DiskFormat, DiskSize, Disks, MachineAddress,
-    MetadataSettings, NetworkDevice, NetworkSpec, NetworkStatus, NicModel,
+    AdditionalVolume, BootstrapMediaSpec, CdromBus, Checks, CpuSpec, DeviceAddresses, DiskFormat,
+    DiskSize, Disks, MachineAddress, MetadataSettings, NetworkDevice, NetworkSpec, NetworkStatus,
+    NicModel,
 };
 use crate::api::v1alpha2 as v2;
 use crate::api::{
@@ -215,7 +216,7 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
             vec(ipv4(), 0..2),
             of(word()),
         )),
-        of(hints()),
+        (of(hints()), of(cpu_spec()), of(media_spec())),
     )
         .prop_map(
             |(
@@ -226,10 +227,12 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
                 vm_id_range,
                 control_plane,
                 net,
-                scheduler_hints,
+                (scheduler_hints, cpu, bootstrap_media),
             )| {
                 InstanceSpec {
                     ha: None,
+                    cpu,
+                    bootstrap_media,
                     name,
                     credentials_ref,
                     nodes,
@@ -585,8 +588,9 @@ fn machine_spec_v3() -> BoxedStrategy<ProxmoxMachineSpec> {
             of("order=[0-9],up=[0-9]{1,3}"),
             of("order=scsi0(;net0)?"),
         ),
+        (of(cpu_spec()), of(media_spec())),
     )
-        .prop_map(|(a, b, c)| {
+        .prop_map(|(a, b, c, (cpu, bootstrap_media))| {
             let (
                 provider_id,
                 instance,
@@ -645,6 +649,8 @@ fn machine_spec_v3() -> BoxedStrategy<ProxmoxMachineSpec> {
                 on_boot,
                 startup,
                 boot_order,
+                cpu,
+                bootstrap_media,
             }
         })
         .boxed()
@@ -1358,4 +1364,34 @@ fn the_generators_cover_every_kind_and_the_conversion_data() {
         kept_down > 20 && kept_down < 200,
         "v1alpha3 → v1alpha2 kept data {kept_down} times of 200"
     );
+}
+
+fn cpu_spec() -> impl Strategy<Value = CpuSpec> {
+    (
+        of(prop::sample::select(vec![
+            "host",
+            "x86-64-v2-AES",
+            "custom-a1",
+        ])),
+        prop::collection::vec("[+-](aes|pcid|md-clear)", 0..3),
+    )
+        .prop_map(|(t, flags)| CpuSpec {
+            type_: t.map(str::to_string),
+            flags,
+        })
+}
+
+fn media_spec() -> impl Strategy<Value = BootstrapMediaSpec> {
+    (
+        of(prop::sample::select(vec!["local", "nfs-iso"])),
+        of(prop::sample::select(vec![
+            CdromBus::Ide,
+            CdromBus::Sata,
+            CdromBus::Scsi,
+        ])),
+    )
+        .prop_map(|(s, cdrom_bus)| BootstrapMediaSpec {
+            storage: s.map(str::to_string),
+            cdrom_bus,
+        })
 }

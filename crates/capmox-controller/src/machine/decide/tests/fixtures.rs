@@ -115,8 +115,17 @@ pub(crate) fn base() -> Facts {
         media_recorded: None,
         iso_file: None,
         media_uploaded: false,
-        desired: vmconfig::desired(&spec, "m1", &marker(), Some("vmbr0"))
-            .map_err(|e| e.to_string()),
+        desired: vmconfig::desired(
+            &spec,
+            "m1",
+            &marker(),
+            vmconfig::InstanceDefaults {
+                bridge: Some("vmbr0"),
+                cpu: None,
+                media: None,
+            },
+        )
+        .map_err(|e| e.to_string()),
         disks: None,
         skip_agent: false,
         check_bootstrap: true,

@@ -227,8 +227,17 @@ impl World {
                 .vmid
                 .map(|v| crate::machine::vm::marker::iso_file_name(v, UID)),
             media_uploaded: self.mem.uploaded,
-            desired: vmconfig::desired(&spec, "m1", &marker(), Some("vmbr0"))
-                .map_err(|e| e.to_string()),
+            desired: vmconfig::desired(
+                &spec,
+                "m1",
+                &marker(),
+                vmconfig::InstanceDefaults {
+                    bridge: Some("vmbr0"),
+                    cpu: None,
+                    media: None,
+                },
+            )
+            .map_err(|e| e.to_string()),
             disks: None,
             skip_agent: false,
             check_bootstrap: true,

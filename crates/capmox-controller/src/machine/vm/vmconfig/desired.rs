@@ -2,7 +2,10 @@
 
 use pve_client::options::{Boot, DiskSlot, MacAddr, NetModel, Startup, Tag, Tags};
 
-use crate::api::machine::{DiskFormat, NicModel, ProxmoxMachineSpec};
+use super::cpu::{DesiredCpu, desired_cpu};
+use crate::api::machine::{
+    BootstrapMediaSpec, CdromBus, CpuSpec, DiskFormat, NicModel, ProxmoxMachineSpec,
+};
 use crate::machine::vm::marker::Marker;
 
 /// One NIC as the spec wants it; `None` fields keep the VM's value.
@@ -74,6 +77,24 @@ pub struct Desired {
     pub agent: bool,
     /// Slot of the boot disk (`disks.bootVolume.disk`), if the spec names one.
     pub boot_disk: Option<DiskSlot>,
+    /// CPU model and flags; `None` keeps the template's.
+    pub cpu: Option<DesiredCpu>,
+    /// Storage of the bootstrap ISO (machine ▸ instance); `None`: chosen
+    /// by [`crate::machine::vm::media::iso_storage`].
+    pub media_storage: Option<String>,
+    /// Bus of its CD-ROM (machine ▸ instance); `None`: by architecture.
+    pub cdrom_bus: Option<CdromBus>,
+}
+
+/// What the machine's instance (`spec.settings.instances[]`) contributes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct InstanceDefaults<'a> {
+    /// `network.bridge`: the default bridge of `net0`.
+    pub bridge: Option<&'a str>,
+    /// `cpu`: the default CPU model and flags.
+    pub cpu: Option<&'a CpuSpec>,
+    /// `bootstrapMedia`: the default ISO storage and CD-ROM bus.
+    pub media: Option<&'a BootstrapMediaSpec>,
 }
 
 /// Why the spec cannot be turned into a config.
@@ -98,8 +119,7 @@ fn net_index(name: &str) -> Result<u8, VmConfigError> {
         .ok_or_else(|| VmConfigError(format!("{name} is not a network device name net0..net31")))
 }
 
-/// What the spec asks for. `instance_bridge` is the instance's
-/// `network.bridge` (the default bridge of `net0`).
+/// What the spec asks for, with the defaults of the machine's instance.
 ///
 /// # Errors
 /// [`VmConfigError`] for values that do not parse (device names, MACs, tags,
@@ -108,8 +128,9 @@ pub fn desired(
     spec: &ProxmoxMachineSpec,
     machine_name: &str,
     marker: &Marker,
-    instance_bridge: Option<&str>,
+    instance: InstanceDefaults<'_>,
 ) -> Result<Desired, VmConfigError> {
+    let instance_bridge = instance.bridge;
     let err = |e: pve_client::ParseError| VmConfigError(e.to_string());
     let devices = spec
         .network
@@ -213,5 +234,14 @@ pub fn desired(
             .and_then(|c| c.skip_qemu_guest_agent)
             .unwrap_or(false),
         boot_disk,
+        cpu: desired_cpu(spec.cpu.as_ref(), instance.cpu)?,
+        media_storage: [spec.bootstrap_media.as_ref(), instance.media]
+            .into_iter()
+            .flatten()
+            .find_map(|m| m.storage.clone()),
+        cdrom_bus: [spec.bootstrap_media.as_ref(), instance.media]
+            .into_iter()
+            .flatten()
+            .find_map(|m| m.cdrom_bus),
     })
 }

@@ -9,7 +9,8 @@
 //! B30).
 //!
 //! Rules:
-//! - CPU (`sockets`, `cores`) and `memory` (**MiB**) when the spec sets them.
+//! - CPU (`sockets`, `cores`) and `memory` (**MiB**) when the spec sets them;
+//!   the CPU model and flags (`cpu`) as [`cpu`](mod@cpu) says.
 //! - NICs `netN`: model, bridge (spec ▸ for `net0` the instance's bridge ▸
 //!   the template's), VLAN `tag`, `mtu`, `firewall`, `link_down`, MAC (spec ▸
 //!   the MAC the VM has: **an existing MAC is never changed**). Fields the
@@ -29,6 +30,7 @@
 //!   `sata0`..`sata5` (reusing an empty CD-ROM drive).
 //! - Never touched: `efidisk0`, `tpmstate0`, the cloud-init drive, `smbios1`.
 
+mod cpu;
 mod desired;
 mod nics;
 mod update;
@@ -36,6 +38,7 @@ mod update;
 #[cfg(test)]
 mod tests;
 
+pub use cpu::*;
 pub use desired::*;
 pub use nics::*;
 pub use update::*;

@@ -18,20 +18,23 @@ pub fn boot_slot(desired: &Desired, observed: &VmConfig) -> Option<DiskSlot> {
 }
 
 /// The slot for the bootstrap ISO `volid`: where it is attached already,
-/// else the first of `ide0`..`ide3`, `sata0`..`sata5` that is free or an
-/// empty CD-ROM drive.
+/// else the first slot on `buses` (in that order; see
+/// [`crate::machine::vm::media::cdrom_buses`]) that is free or an empty
+/// CD-ROM drive.
 ///
 /// # Errors
-/// [`VmConfigError`] when every slot is taken.
-pub fn iso_slot(observed: &VmConfig, volid: &str) -> Result<DiskSlot, VmConfigError> {
+/// [`VmConfigError`] when every slot of those buses is taken.
+pub fn iso_slot(
+    observed: &VmConfig,
+    volid: &str,
+    buses: &[DiskBus],
+) -> Result<DiskSlot, VmConfigError> {
     if let Some((slot, _)) = observed.disks.iter().find(|(_, d)| d.file == volid) {
         return Ok(*slot);
     }
-    let candidates = (0..=DiskBus::Ide.max_index())
-        .filter_map(|i| DiskSlot::new(DiskBus::Ide, i).ok())
-        .chain(
-            (0..=DiskBus::Sata.max_index()).filter_map(|i| DiskSlot::new(DiskBus::Sata, i).ok()),
-        );
+    let candidates = buses
+        .iter()
+        .flat_map(|b| (0..=b.max_index()).filter_map(|i| DiskSlot::new(*b, i).ok()));
     for slot in candidates {
         match observed.disks.get(&slot) {
             None => return Ok(slot),
@@ -45,10 +48,11 @@ pub fn iso_slot(observed: &VmConfig, volid: &str) -> Result<DiskSlot, VmConfigEr
             Some(_) => {}
         }
     }
-    Err(VmConfigError(
-        "no free IDE or SATA slot for the bootstrap CD-ROM (ide0-ide3, sata0-sata5 are taken)"
-            .into(),
-    ))
+    let names: Vec<&str> = buses.iter().map(|b| b.as_str()).collect();
+    Err(VmConfigError(format!(
+        "no free slot on the {} bus for the bootstrap CD-ROM",
+        names.join("/")
+    )))
 }
 
 /// A stable, locally administered unicast MAC for a NIC the spec adds

@@ -3,15 +3,17 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use pve_client::options::DiskSlot;
+use pve_client::options::{DiskBus, DiskSlot};
 
 use super::*;
-use crate::api::machine::ProxmoxMachineSpec;
 use crate::api::machine::{
     AdditionalVolume, Checks, DiskSize as SpecDisk, Disks, NetworkDevice, NetworkSpec,
 };
+use crate::api::machine::{CpuSpec, ProxmoxMachineSpec};
 use crate::machine::vm::marker::Marker;
 use crate::pve::{ConfigUpdate, VmConfig};
+
+const IDE_SATA: &[DiskBus] = &[DiskBus::Ide, DiskBus::Sata];
 
 const UID: &str = "3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f";
 
@@ -111,9 +113,19 @@ fn full_spec() -> ProxmoxMachineSpec {
 #[test]
 fn one_write_with_everything_then_nothing() {
     let c = clone_config();
-    let d = desired(&full_spec(), "m1", &marker(), Some("vmbr9")).unwrap();
+    let d = desired(
+        &full_spec(),
+        "m1",
+        &marker(),
+        InstanceDefaults {
+            bridge: Some("vmbr9"),
+            cpu: None,
+            media: None,
+        },
+    )
+    .unwrap();
     let iso = "cephfs:iso/capmox-131-3f2a9c1e.iso";
-    let slot = iso_slot(&c, iso).unwrap();
+    let slot = iso_slot(&c, iso, IDE_SATA).unwrap();
     assert_eq!(slot.to_string(), "ide0");
     let u = update(&d, &c, &marker(), Some((slot, iso))).unwrap();
     let got: BTreeMap<&str, &str> = u
@@ -167,7 +179,7 @@ fn one_write_with_everything_then_nothing() {
         &d,
         &memo,
         &marker(),
-        Some((iso_slot(&memo, iso).unwrap(), iso)),
+        Some((iso_slot(&memo, iso, IDE_SATA).unwrap(), iso)),
     )
     .unwrap();
     assert!(again.is_empty(), "{:?}", again.changes());
@@ -191,7 +203,7 @@ fn one_write_with_everything_then_nothing() {
         &d,
         &after,
         &marker(),
-        Some((iso_slot(&after, iso).unwrap(), iso)),
+        Some((iso_slot(&after, iso, IDE_SATA).unwrap(), iso)),
     )
     .unwrap();
     assert!(again.is_empty(), "{:?}", again.changes());
@@ -216,7 +228,7 @@ fn spec_mac_and_foreign_marker_tags() {
         }),
         ..ProxmoxMachineSpec::default()
     };
-    let d = desired(&spec, "m1", &marker(), None).unwrap();
+    let d = desired(&spec, "m1", &marker(), InstanceDefaults::default()).unwrap();
     let u = update(&d, &c, &marker(), None).unwrap();
     assert_eq!(u.changes()["net0"], "virtio=02:00:00:00:00:01,bridge=vmbr0");
     // The other machine's marker (inherited from the template) is dropped.
@@ -233,7 +245,7 @@ fn agent_and_description_are_ensured() {
     map.insert("description".into(), Value::String("hand-made".into()));
     let c = VmConfig::from_map(map).unwrap();
     let mut spec = ProxmoxMachineSpec::default();
-    let d = desired(&spec, "m1", &marker(), None).unwrap();
+    let d = desired(&spec, "m1", &marker(), InstanceDefaults::default()).unwrap();
     let u = update(&d, &c, &marker(), None).unwrap();
     assert_eq!(u.changes()["agent"], "1");
     assert_eq!(
@@ -244,7 +256,7 @@ fn agent_and_description_are_ensured() {
         skip_qemu_guest_agent: Some(true),
         skip_cloud_init_status: None,
     });
-    let d = desired(&spec, "m1", &marker(), None).unwrap();
+    let d = desired(&spec, "m1", &marker(), InstanceDefaults::default()).unwrap();
     assert!(
         !update(&d, &c, &marker(), None)
             .unwrap()
@@ -264,7 +276,7 @@ fn nic_without_bridge_is_refused() {
         }),
         ..ProxmoxMachineSpec::default()
     };
-    let d = desired(&spec, "m1", &marker(), None).unwrap();
+    let d = desired(&spec, "m1", &marker(), InstanceDefaults::default()).unwrap();
     assert_eq!(
         update(&d, &clone_config(), &marker(), None)
             .unwrap_err()
@@ -288,7 +300,9 @@ fn iso_slots_and_eject() {
     let c = VmConfig::from_map(map.clone()).unwrap();
     // ide0 holds another ISO, ide1 is an empty drive: reuse it.
     assert_eq!(
-        iso_slot(&c, "cephfs:iso/x.iso").unwrap().to_string(),
+        iso_slot(&c, "cephfs:iso/x.iso", IDE_SATA)
+            .unwrap()
+            .to_string(),
         "ide1"
     );
     map.insert(
@@ -297,19 +311,87 @@ fn iso_slots_and_eject() {
     );
     let c = VmConfig::from_map(map).unwrap();
     assert_eq!(
-        iso_slot(&c, "cephfs:iso/x.iso").unwrap().to_string(),
+        iso_slot(&c, "cephfs:iso/x.iso", IDE_SATA)
+            .unwrap()
+            .to_string(),
         "ide1"
+    );
+    // SCSI (aarch64's default, or asked for): scsi0 is the boot disk.
+    assert_eq!(
+        iso_slot(&c, "cephfs:iso/z.iso", &[DiskBus::Scsi])
+            .unwrap()
+            .to_string(),
+        "scsi1"
     );
     let e = eject(&c, "cephfs:iso/x.iso").unwrap();
     assert_eq!(e.changes()["ide1"], "none,media=cdrom");
     assert!(eject(&c, "cephfs:iso/y.iso").is_none());
     assert_eq!(
         boot_slot(
-            &desired(&ProxmoxMachineSpec::default(), "m1", &marker(), None).unwrap(),
+            &desired(
+                &ProxmoxMachineSpec::default(),
+                "m1",
+                &marker(),
+                InstanceDefaults::default()
+            )
+            .unwrap(),
             &c
         )
         .unwrap()
         .to_string(),
         "scsi0"
+    );
+}
+
+#[test]
+fn cpu_from_machine_then_instance_else_the_templates() {
+    let mut c = clone_config();
+    c = apply(
+        &c,
+        &ConfigUpdate::new().set("cpu", "kvm64,flags=+pcid,hidden=1"),
+    );
+    // Neither machine nor instance sets it: the template's stays.
+    let d = desired(
+        &ProxmoxMachineSpec::default(),
+        "m1",
+        &marker(),
+        InstanceDefaults::default(),
+    )
+    .unwrap();
+    assert!(
+        !update(&d, &c, &marker(), None)
+            .unwrap()
+            .changes()
+            .contains_key("cpu")
+    );
+    // The instance's model, the machine's flags; `hidden` stays.
+    let inst = CpuSpec {
+        type_: Some("x86-64-v2-AES".into()),
+        flags: vec!["+md-clear".into()],
+    };
+    let spec = ProxmoxMachineSpec {
+        cpu: Some(CpuSpec {
+            type_: None,
+            flags: vec!["+aes".into(), "-pcid".into()],
+        }),
+        ..ProxmoxMachineSpec::default()
+    };
+    let defaults = InstanceDefaults {
+        bridge: None,
+        cpu: Some(&inst),
+        media: None,
+    };
+    let d = desired(&spec, "m1", &marker(), defaults).unwrap();
+    let u = update(&d, &c, &marker(), None).unwrap();
+    assert_eq!(
+        u.changes().get("cpu").map(String::as_str),
+        Some("x86-64-v2-AES,flags=+aes;-pcid,hidden=1")
+    );
+    let after = apply(&c, &u);
+    assert!(
+        !update(&d, &after, &marker(), None)
+            .unwrap()
+            .changes()
+            .contains_key("cpu")
     );
 }

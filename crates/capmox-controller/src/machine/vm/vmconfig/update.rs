@@ -42,6 +42,11 @@ pub fn update(
     {
         u = u.cores(c);
     }
+    if let Some(want) = &desired.cpu
+        && let Some(cpu) = super::cpu::cpu_value(want, observed.cpu.as_ref())
+    {
+        u = u.cpu(&cpu);
+    }
     if let Some(m) = desired.memory_mib
         && observed.memory_mib != Some(m)
     {
