@@ -266,7 +266,7 @@ fn no_controller_code_writes_a_reason_code_outside_the_enum() {
             if ALSO_NOT_REASONS.contains(&(file.as_str(), lit.as_str())) {
                 continue;
             }
-            if codes.iter().any(|c| *c == lit) {
+            if codes.contains(&lit) {
                 found.push(format!("{file}: \"{lit}\""));
             }
         }

@@ -83,5 +83,5 @@ async fn a_vmid_taken_by_a_foreign_vm_is_given_up_and_the_vm_left_alone() {
     );
     assert_eq!(event_codes(&run), ["VMIDTaken"]);
     assert!(kit.pve.vm(101).is_some(), "the foreign VM is untouched");
-    assert!(!kit.pve.calls().iter().any(|c| *c == "delete_vm"));
+    assert!(!kit.pve.calls().contains(&"delete_vm"));
 }
