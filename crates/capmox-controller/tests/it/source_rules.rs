@@ -11,7 +11,7 @@
 //! Test code (files under a `tests/` folder, `tests.rs` and
 //! `proptests.rs` files, and everything after a file's `#[cfg(test)]`) is
 //! exempt: tests build Proxmox-shaped answers.
-//! The in-memory Proxmox `pve/fake.rs` is exempt from the first rule for
+//! The in-memory Proxmox `pve/fake/` is exempt from the first rule for
 //! the same reason: it words answers as Proxmox does, it matches none.
 
 use std::path::{Path, PathBuf};
@@ -184,7 +184,7 @@ fn no_controller_code_matches_proxmox_response_text() {
     assert!(phrases.len() >= 5, "the phrase table is empty?");
     let mut found = Vec::new();
     for (file, code) in production_code() {
-        if file == "pve/fake.rs" {
+        if file.starts_with("pve/fake") {
             continue;
         }
         for lit in scan(&code).into_iter().filter(|l| l.compared) {
