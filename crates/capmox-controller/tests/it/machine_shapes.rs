@@ -129,7 +129,7 @@ async fn a_storage_without_iso_content_is_refused_before_any_upload() {
         .unwrap();
     let (_, _, message) = condition(&m, "VirtualMachineProvisioned").unwrap();
     assert!(
-        message.contains("\"local-lvm\"") && message.contains("does not accept iso content"),
+        message.starts_with("storage \"local-lvm\" (bootstrapMedia.storage) "),
         "{message}"
     );
     assert_eq!(

@@ -187,7 +187,10 @@ mod tests {
         );
         let e = iso_storage(&s, "node-b", Some("local-lvm")).unwrap_err();
         assert!(e.terminal());
-        assert!(e.to_string().contains("does not accept iso content"), "{e}");
+        assert!(
+            matches!(&e, IsoStorageError::NoIsoContent { storage, .. } if storage == "local-lvm"),
+            "{e}"
+        );
         let e = iso_storage(&s, "node-b", Some("only-a")).unwrap_err();
         assert_eq!(
             e,
