@@ -16,7 +16,7 @@ export PATH := $(PATH)$(if $(PY_USER_BIN),:$(PY_USER_BIN))
         release release-manifests image e2e e2e-real bench tools clean
 
 help: ## list the targets
-	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(VERSION\)/$(VERSION)/g; s/\$$\$$/$$/g'
 
 # One build of both binaries (one feature resolution, so neither rebuilds the
 # other's dependencies), then the binary itself.

@@ -23,6 +23,19 @@ version="${VERSION:-v$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 
 image="${IMAGE:-ghcr.io/capmox-rs/capmox-controller:$version}"
 out="${OUT_DIR:-out/release}"
 repo="$out/infrastructure-proxmox/$version"
+# clusterctl refuses a version that no release series of metadata.yaml
+# covers (the series is the version's major.minor).
+series="$(echo "$version" | sed -nE 's/^v([0-9]+)\.([0-9]+)\..*$/\1 \2/p')"
+[ -n "$series" ] || { echo "release: VERSION $version is not v<major>.<minor>.<patch>" >&2; exit 1; }
+read -r major minor <<<"$series"
+awk -v major="$major" -v minor="$minor" '
+  /^[[:space:]]*-[[:space:]]*major:/ { m = $NF }
+  /^[[:space:]]*major:/ { m = $NF }
+  /^[[:space:]]*minor:/ && m == major && $NF == minor { found = 1 }
+  END { exit !found }
+' metadata.yaml || {
+  echo "release: metadata.yaml has no release series $major.$minor for $version; clusterctl would refuse this release (add the series with its contract first)" >&2
+  exit 1; }
 mkdir -p "$repo"
 
 files="$(find config -name '*.yaml' -type f | LC_ALL=C sort)"

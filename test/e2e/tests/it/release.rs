@@ -360,3 +360,25 @@ fn metadata_declares_the_contract_of_the_crd_labels() {
         "metadata.yaml has no release series for {version}"
     );
 }
+
+/// clusterctl refuses a release whose version no release series of
+/// `metadata.yaml` covers, so `make release` refuses it first and writes
+/// nothing.
+#[test]
+fn release_of_a_version_outside_every_release_series_is_refused() {
+    let out = std::env::temp_dir().join(format!("capmox-release-series-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&out);
+    let output = std::process::Command::new("bash")
+        .arg(root().join("scripts/release.sh"))
+        .env("OUT_DIR", &out)
+        .env("VERSION", "v97.3.0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "v97.3.0 was released: {stderr}");
+    assert!(
+        stderr.contains("97.3"),
+        "the refusal names the missing series: {stderr}"
+    );
+    assert!(!out.exists(), "nothing is written for a refused release");
+}
