@@ -90,7 +90,17 @@ pub struct EnvOptions {
     /// controller's webhook server (default). Off, the controller runs with
     /// `--disable-webhooks` (to measure what the webhooks cost).
     pub webhooks: bool,
+    /// A simulated datacenter whose credentials become the manager's
+    /// default credentials ([`DEFAULT_CREDENTIALS`], as `clusterctl init`
+    /// makes the Secret from `PROXMOX_URL`, `PROXMOX_TOKEN`,
+    /// `PROXMOX_SECRET`), passed as `--default-credentials-secret`; for
+    /// ProxmoxClusters without `spec.credentialsRef` (CAPMOX's templates).
+    pub default_credentials: Option<String>,
 }
+
+/// The manager's default credentials Secret `(namespace, name)`
+/// (`config/`'s `capmox-default-credentials` in `capmox-system`).
+pub const DEFAULT_CREDENTIALS: (&str, &str) = ("capmox-system", "capmox-default-credentials");
 
 impl EnvOptions {
     /// Defaults for a scenario called `name`: time scale 0.005 (a 60 s clone
@@ -109,6 +119,7 @@ impl EnvOptions {
             controller_args: Vec::new(),
             standin_resync: Duration::from_secs(5),
             webhooks: true,
+            default_credentials: None,
         }
     }
 }
@@ -263,6 +274,12 @@ impl Env {
                     namespace: Some(namespace.clone()),
                     poll,
                     time_scale: opts.time_scale,
+                    default_credentials: opts.default_credentials.as_ref().map(|_| {
+                        (
+                            DEFAULT_CREDENTIALS.0.to_string(),
+                            DEFAULT_CREDENTIALS.1.to_string(),
+                        )
+                    }),
                 },
             );
             (
@@ -279,6 +296,23 @@ impl Env {
             )
         };
         setup::ensure_namespace(&client, &namespace).await?;
+        if let Some(dc) = &opts.default_credentials {
+            let c = pve
+                .cluster(dc)
+                .ok_or_else(|| E2eError::Sim(format!("no simulated datacenter {dc}")))?;
+            setup::ensure_namespace(&client, DEFAULT_CREDENTIALS.0).await?;
+            let secret = serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": DEFAULT_CREDENTIALS.1, "namespace": DEFAULT_CREDENTIALS.0},
+                "data": {
+                    "url": base64(c.url().as_bytes()),
+                    "token": base64(c.token_id().as_bytes()),
+                    "secret": base64(c.token_secret().as_bytes()),
+                    "root_ca": base64(c.ca_pem().as_bytes()),
+                },
+            });
+            scenario::apply_value(&client, DEFAULT_CREDENTIALS.0, secret).await?;
+        }
         let mut env = Env {
             client,
             namespace,
@@ -380,7 +414,18 @@ impl Env {
             log_file: self.controller_log(),
             log_level: self.opts.log_level.clone(),
             webhook: webhook.clone(),
-            extra: self.opts.controller_args.clone(),
+            extra: self
+                .opts
+                .default_credentials
+                .iter()
+                .flat_map(|_| {
+                    [
+                        "--default-credentials-secret".to_string(),
+                        format!("{}/{}", DEFAULT_CREDENTIALS.0, DEFAULT_CREDENTIALS.1),
+                    ]
+                })
+                .chain(self.opts.controller_args.iter().cloned())
+                .collect(),
         };
         self.controller = Some(ControllerProcess::start(args).await?);
         if let Some(w) = webhook {
@@ -404,6 +449,14 @@ impl Env {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Replaces [`EnvOptions::controller_args`] for the next
+    /// [`Env::start_controller`] (e.g. `--namespace` of another namespace:
+    /// the webhook server runs, the reconcilers see nothing of the
+    /// scenario's).
+    pub fn set_controller_args(&mut self, args: Vec<String>) {
+        self.opts.controller_args = args;
     }
 
     /// The process id of the running controller (`None` when it is not
