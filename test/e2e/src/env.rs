@@ -148,6 +148,8 @@ pub struct Env {
     kubeconfig: PathBuf,
     simulated: Option<Simulated>,
     controller: Option<ControllerProcess>,
+    /// The namespace the controller watches instead of the scenario's.
+    watch: Option<String>,
     opts: EnvOptions,
 }
 
@@ -322,6 +324,7 @@ impl Env {
             kubeconfig,
             simulated,
             controller: None,
+            watch: None,
             opts,
         };
         if env.opts.start_controller {
@@ -409,7 +412,7 @@ impl Env {
         };
         let args = ControllerArgs {
             kubeconfig: self.kubeconfig.clone(),
-            namespace: Some(self.namespace.clone()),
+            namespace: Some(self.watch.clone().unwrap_or_else(|| self.namespace.clone())),
             time_scale: self.opts.time_scale,
             log_file: self.controller_log(),
             log_level: self.opts.log_level.clone(),
@@ -451,12 +454,11 @@ impl Env {
         }
     }
 
-    /// Replaces [`EnvOptions::controller_args`] for the next
-    /// [`Env::start_controller`] (e.g. `--namespace` of another namespace:
-    /// the webhook server runs, the reconcilers see nothing of the
-    /// scenario's).
-    pub fn set_controller_args(&mut self, args: Vec<String>) {
-        self.opts.controller_args = args;
+    /// The namespace the next [`Env::start_controller`] watches: `Some` of
+    /// another namespace runs the webhook server while the reconcilers see
+    /// nothing of the scenario's; `None` (the default) is the scenario's.
+    pub fn set_controller_namespace(&mut self, namespace: Option<&str>) {
+        self.watch = namespace.map(str::to_string);
     }
 
     /// The process id of the running controller (`None` when it is not

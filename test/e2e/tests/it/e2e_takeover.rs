@@ -92,6 +92,11 @@ fn vars(env: &Env) -> BTreeMap<String, String> {
         ("NUM_SOCKETS", "1"),
         ("NUM_CORES", "2"),
         ("MEMORY_MIB", "4096"),
+        // The shell variables of the kube-vip script (bare `$NAME`, which
+        // clusterctl's envsubst substitutes too): each set to its own
+        // reference, so the script stays as written.
+        ("KUBEADM_MINOR", "$KUBEADM_MINOR"),
+        ("IS_KUBEADM_INIT", "$IS_KUBEADM_INIT"),
     ] {
         v.insert(k.into(), val.into());
     }
@@ -155,7 +160,7 @@ async fn a_capmox_cluster_is_taken_over_scaled_and_deleted() {
     }
 
     // ---- CAPMOX's era ----
-    env.set_controller_args(vec!["--namespace".into(), "capmox-system".into()]);
+    env.set_controller_namespace(Some("capmox-system"));
     ok(env.start_controller().await);
     let sim = env.pve.cluster(DC).unwrap().clone();
     let capmox = CapmoxStandIn::start(
@@ -196,7 +201,7 @@ async fn a_capmox_cluster_is_taken_over_scaled_and_deleted() {
     ok(env.kill_controller().await);
     // 5. Install this provider (its CRDs are in place): the manager now
     //    watches the cluster's namespace.
-    env.set_controller_args(Vec::new());
+    env.set_controller_namespace(None);
     for c in env.pve.clusters() {
         c.reset_calls();
     }
