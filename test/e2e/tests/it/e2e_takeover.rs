@@ -249,6 +249,11 @@ async fn a_capmox_cluster_is_taken_over_scaled_and_deleted() {
         .await);
     // Provisioned and stable.
     let rows = machines_up(&mut env, "the adopted machines up", 3, 3).await;
+    let calls = sim.calls();
+    eprintln!(
+        "takeover: {} Proxmox calls ({} errors), by endpoint: {:?}",
+        calls.total, calls.errors, calls.by_endpoint
+    );
     assert_eq!(
         forbidden_calls(&env),
         BTreeMap::new(),
@@ -355,23 +360,37 @@ async fn a_capmox_cluster_is_taken_over_scaled_and_deleted() {
     let rows = machines_up(&mut env, "1 worker", 3, 1).await;
     let live: BTreeSet<u32> = rows.iter().filter_map(|r| r.vmid).collect();
     let sim3 = sim.clone();
+    let ns = env.namespace.clone();
     ok(env
         .wait_for(
-            "the VMs of removed workers destroyed",
+            "the VMs, claims and addresses of removed workers gone",
             env.waits.sim(300.0),
-            |_| {
+            |client| {
                 let got: BTreeSet<u32> = observe::vms(&sim3).iter().map(|v| v.vmid).collect();
                 let live = live.clone();
+                let ns = ns.clone();
                 async move {
-                    Ok(if got == live {
+                    let claims = scenario::list(&client, &ns, IPAM, "IPAddressClaim").await?;
+                    let addresses = scenario::list(&client, &ns, IPAM, "IPAddress").await?;
+                    let (c, a) = (claims.len(), addresses.len());
+                    Ok(if got == live && c == live.len() && a == live.len() {
                         Progress::Done(())
                     } else {
-                        Progress::Pending(format!("VMs {got:?}, machines {live:?}"))
+                        Progress::Pending(format!(
+                            "VMs {got:?}, machines {live:?}, claims {c}, addresses {a}"
+                        ))
                     })
                 }
             },
         )
         .await);
+    let destroys: u64 = env
+        .pve
+        .clusters()
+        .iter()
+        .map(|c| c.calls().count("DELETE", "/nodes/{node}/qemu/{vmid}"))
+        .sum();
+    eprintln!("scaled 4 -> 1 workers: {destroys} VM destroy calls");
 
     // ---- Delete the cluster: nothing left behind ----
     Api::<Cluster>::namespaced(env.client.clone(), &env.namespace)
