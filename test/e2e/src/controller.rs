@@ -188,8 +188,8 @@ pub struct ControllerArgs {
     /// Where the webhook server listens and reads its certificate; `None`
     /// runs the controller with `--disable-webhooks`.
     pub webhook: Option<WebhookArgs>,
-    /// Further arguments, appended after the derived ones (a flag given
-    /// twice takes its last value).
+    /// Further arguments, appended after the derived ones (not one of
+    /// them again: the controller refuses an option given twice).
     pub extra: Vec<String>,
 }
 

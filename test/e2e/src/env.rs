@@ -90,7 +90,17 @@ pub struct EnvOptions {
     /// controller's webhook server (default). Off, the controller runs with
     /// `--disable-webhooks` (to measure what the webhooks cost).
     pub webhooks: bool,
+    /// A simulated datacenter whose credentials become the manager's
+    /// default credentials ([`DEFAULT_CREDENTIALS`], as `clusterctl init`
+    /// makes the Secret from `PROXMOX_URL`, `PROXMOX_TOKEN`,
+    /// `PROXMOX_SECRET`), passed as `--default-credentials-secret`; for
+    /// ProxmoxClusters without `spec.credentialsRef` (CAPMOX's templates).
+    pub default_credentials: Option<String>,
 }
+
+/// The manager's default credentials Secret `(namespace, name)`
+/// (`config/`'s `capmox-default-credentials` in `capmox-system`).
+pub const DEFAULT_CREDENTIALS: (&str, &str) = ("capmox-system", "capmox-default-credentials");
 
 impl EnvOptions {
     /// Defaults for a scenario called `name`: time scale 0.005 (a 60 s clone
@@ -109,6 +119,7 @@ impl EnvOptions {
             controller_args: Vec::new(),
             standin_resync: Duration::from_secs(5),
             webhooks: true,
+            default_credentials: None,
         }
     }
 }
@@ -137,6 +148,8 @@ pub struct Env {
     kubeconfig: PathBuf,
     simulated: Option<Simulated>,
     controller: Option<ControllerProcess>,
+    /// The namespace the controller watches instead of the scenario's.
+    watch: Option<String>,
     opts: EnvOptions,
 }
 
@@ -263,6 +276,12 @@ impl Env {
                     namespace: Some(namespace.clone()),
                     poll,
                     time_scale: opts.time_scale,
+                    default_credentials: opts.default_credentials.as_ref().map(|_| {
+                        (
+                            DEFAULT_CREDENTIALS.0.to_string(),
+                            DEFAULT_CREDENTIALS.1.to_string(),
+                        )
+                    }),
                 },
             );
             (
@@ -279,6 +298,23 @@ impl Env {
             )
         };
         setup::ensure_namespace(&client, &namespace).await?;
+        if let Some(dc) = &opts.default_credentials {
+            let c = pve
+                .cluster(dc)
+                .ok_or_else(|| E2eError::Sim(format!("no simulated datacenter {dc}")))?;
+            setup::ensure_namespace(&client, DEFAULT_CREDENTIALS.0).await?;
+            let secret = serde_json::json!({
+                "apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": DEFAULT_CREDENTIALS.1, "namespace": DEFAULT_CREDENTIALS.0},
+                "data": {
+                    "url": base64(c.url().as_bytes()),
+                    "token": base64(c.token_id().as_bytes()),
+                    "secret": base64(c.token_secret().as_bytes()),
+                    "root_ca": base64(c.ca_pem().as_bytes()),
+                },
+            });
+            scenario::apply_value(&client, DEFAULT_CREDENTIALS.0, secret).await?;
+        }
         let mut env = Env {
             client,
             namespace,
@@ -288,6 +324,7 @@ impl Env {
             kubeconfig,
             simulated,
             controller: None,
+            watch: None,
             opts,
         };
         if env.opts.start_controller {
@@ -375,12 +412,23 @@ impl Env {
         };
         let args = ControllerArgs {
             kubeconfig: self.kubeconfig.clone(),
-            namespace: Some(self.namespace.clone()),
+            namespace: Some(self.watch.clone().unwrap_or_else(|| self.namespace.clone())),
             time_scale: self.opts.time_scale,
             log_file: self.controller_log(),
             log_level: self.opts.log_level.clone(),
             webhook: webhook.clone(),
-            extra: self.opts.controller_args.clone(),
+            extra: self
+                .opts
+                .default_credentials
+                .iter()
+                .flat_map(|_| {
+                    [
+                        "--default-credentials-secret".to_string(),
+                        format!("{}/{}", DEFAULT_CREDENTIALS.0, DEFAULT_CREDENTIALS.1),
+                    ]
+                })
+                .chain(self.opts.controller_args.iter().cloned())
+                .collect(),
         };
         self.controller = Some(ControllerProcess::start(args).await?);
         if let Some(w) = webhook {
@@ -404,6 +452,13 @@ impl Env {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// The namespace the next [`Env::start_controller`] watches: `Some` of
+    /// another namespace runs the webhook server while the reconcilers see
+    /// nothing of the scenario's; `None` (the default) is the scenario's.
+    pub fn set_controller_namespace(&mut self, namespace: Option<&str>) {
+        self.watch = namespace.map(str::to_string);
     }
 
     /// The process id of the running controller (`None` when it is not

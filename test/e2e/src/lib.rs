@@ -4,6 +4,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`bench`] | `make bench`: the scale benchmark |
+//! | [`capmox`] | the Go provider (CAPMOX v0.9) before a takeover: its objects and VMs |
 //! | [`certmanager`] | what cert-manager does here: the webhook's serving certificate, CA injection |
 //! | [`clusterctl`] | clusterctl's template variable rules |
 //! | [`controller`] | the controller binary as a child process |
@@ -18,6 +19,7 @@
 //! | [`table`] | the demo's tables |
 
 pub mod bench;
+pub mod capmox;
 pub mod certmanager;
 pub mod clusterctl;
 pub mod controller;

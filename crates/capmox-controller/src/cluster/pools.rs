@@ -31,7 +31,7 @@ use crate::capi::ipam::{IN_CLUSTER_POOL_KIND, IPAM_GROUP, InClusterIPPool, InClu
 use crate::context::FIELD_MANAGER;
 use crate::error::Error;
 use crate::instances::{IpFamily, PoolSource};
-use crate::names::{label_value, pool_name};
+use crate::names::{capmox_pool_name, label_value, pool_name};
 
 /// Label naming the ProxmoxCluster a pool belongs to (for listing).
 pub const POOL_OWNER_LABEL: &str = "infrastructure.cluster.x-k8s.io/proxmoxcluster";
@@ -120,6 +120,58 @@ pub fn desired_pools(
     out.into_values().collect()
 }
 
+/// The cluster-wide pools the Go provider (CAPMOX) left for `pc`, as
+/// `status.ipPools` entries to add to `recorded`: for each family with a
+/// cluster-level config (`spec.ipv4Config` / `ipv6Config`) and no recorded
+/// cluster-wide pool, CAPMOX's `<cluster>-v4-icip` / `-v6-icip`
+/// ([`capmox_pool_name`]) when it exists and `pc` is its controller owner
+/// (CAPMOX sets itself so). Recorded, it keeps handing out the addresses of
+/// one range, so a new machine never gets an address an adopted machine
+/// holds (a second pool over the same range would; docs/migrating-from-capmox.md,
+/// step 7).
+///
+/// # Errors
+/// [`Error::Kube`] when reading a pool fails other than with 404 (a
+/// missing pool or IPAM kind means there is nothing to adopt).
+pub async fn capmox_pools(
+    kube: &kube::Client,
+    pc: &ProxmoxCluster,
+    recorded: &[IpPoolStatus],
+) -> Result<Vec<IpPoolStatus>, Error> {
+    let ns = pc.namespace().unwrap_or_default();
+    let uid = pc.uid().unwrap_or_default();
+    let api: Api<InClusterIPPool> = Api::namespaced(kube.clone(), &ns);
+    let mut out = Vec::new();
+    for (family, config) in [
+        (IpFamily::V4, &pc.spec.ipv4_config),
+        (IpFamily::V6, &pc.spec.ipv6_config),
+    ] {
+        let known = recorded
+            .iter()
+            .any(|r| r.instance.is_none() && r.family == family.as_str());
+        if config.is_none() || known {
+            continue;
+        }
+        let name = capmox_pool_name(&pc.name_any(), family);
+        let pool = match api.get_opt(&name).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 404 => None,
+            Err(e) => return Err(Error::Kube(e)),
+        };
+        if pool.is_some_and(|p| owned_by(&p, &uid)) {
+            tracing::info!(pool = %name, "adopting the Go provider's InClusterIPPool");
+            out.push(IpPoolStatus {
+                instance: None,
+                family: family.as_str().to_string(),
+                api_group: IPAM_GROUP.to_string(),
+                kind: IN_CLUSTER_POOL_KIND.to_string(),
+                name,
+            });
+        }
+    }
+    Ok(out)
+}
+
 fn owner_ref(pc: &ProxmoxCluster) -> Option<OwnerReference> {
     let mut r = pc.controller_owner_ref(&())?;
     r.block_owner_deletion = Some(true);
@@ -169,7 +221,10 @@ pub async fn reconcile_pools(
                     want.name
                 )));
             }
-            if cur.spec == want.spec {
+            // Equal, and labelled as ours (an adopted pool of the Go
+            // provider is not yet: the apply below adds the labels).
+            let labelled = cur.labels().get(POOL_OWNER_LABEL) == Some(&label_value(&pc.name_any()));
+            if cur.spec == want.spec && labelled {
                 continue;
             }
         }

@@ -514,7 +514,9 @@ async fn apply(
         (BTreeMap::new(), Instant::now())
     };
     let (ip_pools, pool_error) = if valid {
-        let mut desired = pools::desired_pools(&pc.name_any(), &pc.spec, &previous.ip_pools);
+        let mut recorded = previous.ip_pools.clone();
+        recorded.extend(pools::capmox_pools(&shared.kube, pc, &recorded).await?);
+        let mut desired = pools::desired_pools(&pc.name_any(), &pc.spec, &recorded);
         desired.extend(endpoint::desired_pool(&pc.name_any(), &pc.spec));
         match pools::reconcile_pools(&shared.kube, pc, capi_name, &desired).await {
             Ok(p) => (p, None),

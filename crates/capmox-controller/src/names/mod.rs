@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`claim_name`], [`ref_claim_name`] | `IPAddressClaim` name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`pool_name`] | `InClusterIPPool` name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
+//! | [`capmox_pool_name`] | the Go provider's (CAPMOX's) cluster-wide `InClusterIPPool`, looked up to adopt it | the name of an existing object, not derived for a new one |
 //! | [`endpoint_claim_name`], [`endpoint_pool_name`] | the control-plane endpoint's `IPAddressClaim` and `InClusterIPPool` | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`event_name`] | `events.k8s.io/v1` Event name | Kubernetes object name: DNS-1123 subdomain, ≤ 253 |
 //! | [`label_value`] | a label value (machine name, ProxmoxCluster name) | Kubernetes label value: ≤ 63, `[A-Za-z0-9_.-]`, alphanumeric ends |
@@ -138,6 +139,20 @@ pub fn pool_name(cluster: &str, instance: Option<&str>, family: IpFamily) -> Str
                 .collect()
         }
     }
+}
+
+/// Name of the `InClusterIPPool` the Go provider (CAPMOX v0.9) made from
+/// the cluster-level config of `family` of the ProxmoxCluster `cluster`:
+/// `<cluster>-v4-icip` / `<cluster>-v6-icip` (its `InClusterPoolFormat`;
+/// docs/migrating-from-capmox.md, "What CAPMOX writes"). Not shortened: it
+/// names an object CAPMOX made, which this provider adopts
+/// (`cluster/pools.rs`), never one it creates.
+pub fn capmox_pool_name(cluster: &str, family: IpFamily) -> String {
+    let f = match family {
+        IpFamily::V4 => "v4",
+        IpFamily::V6 => "v6",
+    };
+    format!("{cluster}-{f}-icip")
 }
 
 /// Name of the `IPAddressClaim` of the control-plane endpoint of the

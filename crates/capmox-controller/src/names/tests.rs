@@ -332,6 +332,9 @@ fn shortening_by_example() {
     assert_eq!(long.len(), 253);
     assert_eq!(long, endpoint_pool_name(&"c".repeat(253)));
     assert_eq!(pool_name("wl1", None, IpFamily::V6), "wl1-ipv6");
+    // CAPMOX v0.9's InClusterPoolFormat(cluster, nil, "v4"/"v6").
+    assert_eq!(capmox_pool_name("wl1", IpFamily::V4), "wl1-v4-icip");
+    assert_eq!(capmox_pool_name("wl1", IpFamily::V6), "wl1-v6-icip");
     assert_eq!(
         claim_name("wl1-md-0-abcde", "net0", IpFamily::V4),
         "wl1-md-0-abcde-net0-ipv4"

@@ -50,6 +50,9 @@ pub struct NodeOptions {
     pub poll: Duration,
     /// The simulator's time scale (its boot time is multiplied by it).
     pub time_scale: f64,
+    /// The manager's default credentials Secret `(namespace, name)`, for
+    /// ProxmoxClusters without `spec.credentialsRef`.
+    pub default_credentials: Option<(String, String)>,
 }
 
 /// A NoCloud seed as the VM booted with it.
@@ -341,18 +344,24 @@ impl Loop {
             .iter()
             .find(|i| i.get("name").and_then(Value::as_str) == Some(instance))
             .and_then(|i| i.get("credentialsRef"))
-            .or_else(|| pxc.data.pointer("/spec/credentialsRef"))
-            .ok_or_else(|| E2eError::Contract(format!("instance {instance} has no credentials")))?;
-        let secret_name = secret_ref
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let secret_ns = secret_ref
-            .get("namespace")
-            .and_then(Value::as_str)
-            .unwrap_or(&ns);
-        let secret = Api::<Secret>::namespaced(self.client.clone(), secret_ns)
-            .get(secret_name)
+            .or_else(|| pxc.data.pointer("/spec/credentialsRef"));
+        let (secret_ns, secret_name) = match secret_ref {
+            Some(r) => (
+                r.get("namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&ns)
+                    .to_string(),
+                r.get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+            ),
+            None => self.opts.default_credentials.clone().ok_or_else(|| {
+                E2eError::Contract(format!("instance {instance} has no credentials"))
+            })?,
+        };
+        let secret = Api::<Secret>::namespaced(self.client.clone(), &secret_ns)
+            .get(&secret_name)
             .await?;
         let url = secret_value(&secret, "url").unwrap_or_default();
         let sim = self

@@ -1,7 +1,9 @@
 //! The conformance suite of the end-to-end crate: the CAPI-core and IPAM
 //! stand-in tests (`tests/it/standin_capi.rs`, `tests/it/standin_ipam.rs`)
 //! run once more with the real CAPI and IPAM CRDs instead of the stand-in's
-//! own, so every object the stand-in writes must pass the real schemas.
+//! own, so every object the stand-in writes must pass the real schemas; and
+//! the CAPMOX template fixture of the takeover scenario is checked against
+//! CAPMOX's file.
 //!
 //! The real CRDs are reference data kept beside the repository
 //! (`../shared/capi-crds/`), not in it; see the README's "Two test suites".
@@ -19,20 +21,56 @@ use std::path::PathBuf;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
+/// `<repo>/../shared/<rel>`, reference data beside the repository.
+///
+/// # Panics
+/// When it is absent, naming it.
+fn shared(rel: &str) -> PathBuf {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let repo = repo.canonicalize().unwrap_or(repo);
+    let path = repo.parent().unwrap_or(&repo).join("shared").join(rel);
+    assert!(
+        path.exists(),
+        "conformance: the reference data {} is missing (kept beside the repository; `make test` does not need it)",
+        path.display()
+    );
+    path
+}
+
 /// `<repo>/../shared/capi-crds`, the real CAPI and IPAM CRDs.
 ///
 /// # Panics
 /// When the folder is absent, naming it.
 fn real_capi_crds_dir() -> PathBuf {
-    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let repo = repo.canonicalize().unwrap_or(repo);
-    let dir = repo.parent().unwrap_or(&repo).join("shared/capi-crds");
+    shared("capi-crds")
+}
+
+/// The fixture `test/e2e/fixtures/capmox/cluster-template.yaml` (the
+/// takeover scenario's input, `tests/it/e2e_takeover.rs`) is CAPMOX's
+/// `templates/cluster-template.yaml` unchanged below its header.
+#[test]
+fn capmox_template_fixture_is_capmoxs_file() {
+    let reference = shared("capmox/templates/cluster-template.yaml");
+    let fixture = include_str!("../../fixtures/capmox/cluster-template.yaml");
+    let (header, body) = fixture
+        .split_once("# ---- upstream ----\n")
+        .expect("the fixture's header ends with the line `# ---- upstream ----`");
     assert!(
-        dir.is_dir(),
-        "conformance: the real CAPI CRDs {} are missing (reference data beside the repository; `make test` does not need them)",
-        dir.display()
+        header.contains("CAPMOX v0.9") && header.contains("Apache-2.0"),
+        "{header}"
     );
-    dir
+    let want = std::fs::read_to_string(&reference).unwrap();
+    assert!(
+        body == want,
+        "test/e2e/fixtures/capmox/cluster-template.yaml differs from {} below its header: copy the file again",
+        reference.display()
+    );
+}
+
+#[test]
+#[should_panic(expected = "conformance: the reference data")]
+fn missing_reference_data_fails_naming_it() {
+    shared("no-such-file.yaml");
 }
 
 /// The CAPI core and IPAM CRDs the included stand-in tests install: the
