@@ -285,7 +285,10 @@ mod tests {
         assert_eq!(pick_fewest(&fds, &[]).as_deref(), Some("dc-a"));
         let a = m("a", Some("dc-a"), 1);
         let b = m("b", Some("dc-b"), 2);
-        assert_eq!(pick_fewest(&fds, &[a.clone()]).as_deref(), Some("dc-b"));
+        assert_eq!(
+            pick_fewest(&fds, std::slice::from_ref(&a)).as_deref(),
+            Some("dc-b")
+        );
         assert_eq!(
             pick_fewest(&fds, &[a.clone(), b.clone()]).as_deref(),
             Some("dc-c")
