@@ -54,6 +54,38 @@ pub struct KubeadmControlPlaneSpec {
     /// The kubeadm configuration (init for the first machine, join for the others).
     #[serde(default, skip_serializing_if = "Opaque::is_empty")]
     pub kubeadm_config_spec: Opaque,
+    /// How outdated Machines are replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<ControlPlaneRollout>,
+}
+
+/// `spec.rollout` (subset: the strategy).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+pub struct ControlPlaneRollout {
+    /// The rollout strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<ControlPlaneRolloutStrategy>,
+}
+
+/// `spec.rollout.strategy`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneRolloutStrategy {
+    /// `RollingUpdate`, the only strategy (and the default).
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    /// Its parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rolling_update: Option<ControlPlaneRollingUpdate>,
+}
+
+/// `spec.rollout.strategy.rollingUpdate`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ControlPlaneRollingUpdate {
+    /// Machines allowed above `replicas` during a rollout: 0 or 1, default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_surge: Option<k8s_openapi::apimachinery::pkg::util::intstr::IntOrString>,
 }
 
 /// `spec.machineTemplate`.
@@ -117,6 +149,25 @@ pub struct KubeadmControlPlaneStatus {
 }
 
 impl KubeadmControlPlane {
+    /// `spec.rollout.strategy.rollingUpdate.maxSurge` as a number of
+    /// Machines: 1 when unset; `0`/`"0"` is 0, anything else 1 (CAPI
+    /// validates it to 0 or 1).
+    pub fn max_surge(&self) -> usize {
+        use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+        let surge = self
+            .spec
+            .rollout
+            .as_ref()
+            .and_then(|r| r.strategy.as_ref())
+            .and_then(|s| s.rolling_update.as_ref())
+            .and_then(|u| u.max_surge.as_ref());
+        match surge {
+            Some(IntOrString::Int(0)) => 0,
+            Some(IntOrString::String(s)) if s.trim() == "0" => 0,
+            _ => 1,
+        }
+    }
+
     /// `status.initialization.controlPlaneInitialized`.
     pub fn initialized(&self) -> bool {
         self.status

@@ -11,7 +11,7 @@
 //! | [`machine`] | CAPI's Machine controller (re-parenting, providerID, nodeRef, deletion order) |
 //! | [`machineset`] | CAPI's MachineSet controller (cloning templates, scale up/down) |
 //! | [`machinedeployment`] | CAPI's MachineDeployment controller (one MachineSet per template) |
-//! | [`kcp`] | KubeadmControlPlane (spreading over failure domains, one machine at a time) |
+//! | [`kcp`] | KubeadmControlPlane (spreading over failure domains, one machine at a time; rolling update with surge when its infrastructure template changes) |
 //! | [`bootstrap`] | CABPK (bootstrap data Secrets; workers wait for the control plane) |
 //! | [`ipam`] | the in-cluster IPAM provider (claims, addresses, pools) |
 //! | [`node`] | kubelets: a Node per booted VM of the Proxmox simulator |

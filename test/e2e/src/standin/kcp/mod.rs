@@ -3,27 +3,43 @@
 //! - Waits for its Cluster (owner reference), the Cluster's infrastructure
 //!   (`status.initialization.infrastructureProvisioned`) and a valid
 //!   `spec.controlPlaneEndpoint`.
-//! - Scale up, **one Machine at a time**, only while every existing
-//!   control-plane Machine has a Node (KCP's "control plane is stable"
-//!   preflight): the new Machine goes to the failure domain with
-//!   `controlPlane: true` that has the fewest control-plane Machines (ties by
-//!   name; CAPI's `PickFewest`), or none when there is no such domain.
-//!   Labels `cluster.x-k8s.io/control-plane` and `control-plane-name`; its
-//!   InfraMachine is cloned from `machineTemplate.spec.infrastructureRef`, its
-//!   KubeadmConfig from `kubeadmConfigSpec` (init configuration for the first
-//!   Machine, join configuration for the others).
-//! - Scale down, one at a time: a Machine whose failure domain is no longer
-//!   eligible first, else the oldest in the domain with the most Machines
-//!   (`PickMost`).
+//! - Observes its control-plane Machines, each **up to date** when its
+//!   InfraMachine was cloned from `machineTemplate.spec.infrastructureRef`
+//!   (the `cluster.x-k8s.io/cloned-from-name` and `-groupkind` annotations)
+//!   and its `spec.version` is `spec.version` — and lets [`decide::next`]
+//!   choose one action, which it performs:
+//!   - **Rollout** (a changed infrastructure template or version, e.g. the
+//!     topology controller's template rotation): scale up first — while
+//!     fewer than `replicas + maxSurge` (`spec.rollout.strategy.rollingUpdate`,
+//!     default 1) Machines exist, a new Machine in the `controlPlane` failure
+//!     domain with the fewest up-to-date Machines (ties: fewest Machines,
+//!     then name; CAPI's `PickFewest`); once it has a Node, the oldest
+//!     outdated Machine of the domain with the most outdated Machines (ties:
+//!     most Machines, then name; `PickMost`), one outside the domains first.
+//!   - **Scale up / down** to `spec.replicas` by the same two rules.
+//!   - Nothing while a control-plane Machine is being deleted or one (other
+//!     than the one to delete) has no Node (CAPI's preflight checks): one
+//!     Machine at a time, and a new Machine is up before an old one goes.
+//! - A new Machine: labels `cluster.x-k8s.io/control-plane` and
+//!   `control-plane-name`; its InfraMachine is cloned from
+//!   `machineTemplate.spec.infrastructureRef`, its KubeadmConfig from
+//!   `kubeadmConfigSpec` (init configuration for the first Machine, join
+//!   configuration for the others).
 //! - `status.initialization.controlPlaneInitialized` once a control-plane
 //!   Machine has a Node (the first API server answers); it never flips back.
+//!   `status.upToDateReplicas` counts the up-to-date Machines.
 //! - Deletion: waits until the cluster's worker Machines are gone, then
 //!   deletes its Machines and waits for them, then drops the finalizer.
 //!
-//! Simpler than KCP: no etcd or certificate management, no rollouts or
-//! upgrades, no remediation; health = "has a Node".
+//! Simpler than KCP: no etcd (membership, leadership hand-over before a
+//! deletion) or certificate management, no remediation, no in-place updates,
+//! no `rollout.before`/`after`, no delete annotation; health = "has a Node";
+//! up to date = infrastructure template and version only (a changed
+//! `kubeadmConfigSpec` or `machineTemplate.metadata` does not roll out);
+//! failure-domain ties broken by name (CAPI: map order, i.e. random).
 
-use std::collections::BTreeMap;
+pub mod decide;
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -36,8 +52,8 @@ use serde_json::{Value, json};
 
 use super::clone::{self, CloneRequest};
 use super::meta::{
-    self, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL, CONTROL_PLANE_NAME_LABEL, KCP_FINALIZER,
-    is_deleting, owner_of,
+    self, CLONED_FROM_GROUPKIND, CLONED_FROM_NAME, CLUSTER_NAME_LABEL, CONTROL_PLANE_LABEL,
+    CONTROL_PLANE_NAME_LABEL, KCP_FINALIZER, is_deleting, owner_of,
 };
 use super::{Ctx, error_policy, ticker};
 use crate::crds::bootstrap::{KubeadmConfig, KubeadmConfigSpec};
@@ -45,9 +61,10 @@ use crate::crds::controlplane::{
     ControlPlaneInitialization, KubeadmControlPlane, KubeadmControlPlaneStatus,
 };
 use crate::crds::machine::{Bootstrap, Machine, MachineSpec};
-use crate::crds::meta::{ContractRef, FailureDomain};
+use crate::crds::meta::ContractRef;
 use crate::crds::{BOOTSTRAP_GROUP, CLUSTER_GROUP, Cluster};
 use crate::error::Result;
+use decide::{CpMachine, Next};
 
 /// Runs the controller until aborted.
 pub(crate) async fn run(ctx: Arc<Ctx>) {
@@ -68,60 +85,6 @@ pub(crate) async fn run(ctx: Arc<Ctx>) {
         .run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
-}
-
-/// `PickFewest`: the eligible (`controlPlane: true`) failure domain with the
-/// fewest of `machines`, ties by name; `None` without eligible domains.
-pub fn pick_fewest(fds: &[FailureDomain], machines: &[&Machine]) -> Option<String> {
-    fds.iter()
-        .filter(|f| f.control_plane == Some(true))
-        .map(|f| {
-            let n = machines
-                .iter()
-                .filter(|m| m.failure_domain() == Some(f.name.as_str()))
-                .count();
-            (n, f.name.clone())
-        })
-        .min()
-        .map(|(_, name)| name)
-}
-
-/// The Machine to remove on scale-down: the oldest in a failure domain that
-/// is no longer eligible, else the oldest in the eligible domain with the
-/// most Machines (ties by domain name).
-pub fn pick_scale_down(fds: &[FailureDomain], machines: &[&Machine]) -> Option<String> {
-    let eligible: Vec<&str> = fds
-        .iter()
-        .filter(|f| f.control_plane == Some(true))
-        .map(|f| f.name.as_str())
-        .collect();
-    let oldest = |list: Vec<&&Machine>| -> Option<String> {
-        list.into_iter()
-            .min_by_key(|m| {
-                (
-                    m.metadata.creation_timestamp.as_ref().map(|t| t.0),
-                    m.name_any(),
-                )
-            })
-            .map(|m| m.name_any())
-    };
-    let outside: Vec<&&Machine> = machines
-        .iter()
-        .filter(|m| {
-            !eligible.is_empty() && m.failure_domain().is_none_or(|fd| !eligible.contains(&fd))
-        })
-        .collect();
-    if !outside.is_empty() {
-        return oldest(outside);
-    }
-    let mut by_fd: BTreeMap<Option<&str>, Vec<&&Machine>> = BTreeMap::new();
-    for m in machines {
-        by_fd.entry(m.failure_domain()).or_default().push(m);
-    }
-    let (_, list) = by_fd
-        .into_iter()
-        .max_by(|(a_fd, a), (b_fd, b)| a.len().cmp(&b.len()).then_with(|| b_fd.cmp(a_fd)))?;
-    oldest(list)
 }
 
 /// The KubeadmConfig spec for a new control-plane Machine: the first one
@@ -192,33 +155,43 @@ async fn reconcile(obj: Arc<KubeadmControlPlane>, ctx: Arc<Ctx>) -> Result<Actio
         .control_plane_endpoint
         .as_ref()
         .is_some_and(crate::crds::ApiEndpoint::is_valid);
-    let active: Vec<&Machine> = machines
+    let observed = observe(&ctx, &kcp, &machines).await?;
+    let with_node = observed
         .iter()
-        .filter(|m| !is_deleting(&m.metadata))
-        .collect();
-    let with_node = active.iter().filter(|m| m.node_name().is_some()).count();
+        .filter(|m| m.has_node && !m.deleting)
+        .count();
     let initialized = kcp.initialized() || with_node > 0;
     let want = usize::try_from(kcp.spec.replicas.unwrap_or(1).max(0)).unwrap_or(0);
-    let settling = machines.len() != active.len();
-    if cluster.infrastructure_provisioned() && endpoint_ok && !settling {
-        if active.len() < want && with_node == active.len() {
-            let fd = pick_fewest(cluster.failure_domains(), &active);
-            create_machine(
-                &ctx,
-                &kcp,
-                &cluster_name,
-                fd,
-                active.is_empty() && !initialized,
-            )
-            .await?;
-        } else if active.len() > want
-            && let Some(victim) = pick_scale_down(cluster.failure_domains(), &active)
-        {
-            meta::delete_ignoring_missing(&ctx.api::<Machine>(&ns), &victim).await?;
+    let next = decide::next(&decide::Situation {
+        failure_domains: cluster.failure_domains(),
+        machines: &observed,
+        replicas: want,
+        max_surge: kcp.max_surge(),
+        initialized,
+        cluster_ready: cluster.infrastructure_provisioned() && endpoint_ok,
+    });
+    match &next {
+        Next::Create {
+            failure_domain,
+            init,
+            rollout,
+        } => {
+            create_machine(&ctx, &kcp, &cluster_name, failure_domain.clone(), *init).await?;
+            if *rollout {
+                tracing::info!(kcp = %kcp.name_any(), failure_domain = ?failure_domain, "rollout: scaled up");
+            }
         }
+        Next::Delete { machine, rollout } => {
+            meta::delete_ignoring_missing(&ctx.api::<Machine>(&ns), machine).await?;
+            tracing::info!(kcp = %kcp.name_any(), %machine, rollout, "deleting control-plane machine");
+        }
+        Next::Wait(w) => tracing::debug!(kcp = %kcp.name_any(), wait = ?w, "waiting"),
+        Next::Steady => {}
     }
-    let count = i32::try_from(active.len()).unwrap_or(i32::MAX);
+    let active = observed.iter().filter(|m| !m.deleting);
+    let count = i32::try_from(active.clone().count()).unwrap_or(i32::MAX);
     let ready = i32::try_from(with_node).unwrap_or(i32::MAX);
+    let up_to_date = i32::try_from(active.filter(|m| m.up_to_date).count()).unwrap_or(i32::MAX);
     let current = kcp.status.clone().unwrap_or_default();
     let status = KubeadmControlPlaneStatus {
         initialization: Some(ControlPlaneInitialization {
@@ -227,7 +200,7 @@ async fn reconcile(obj: Arc<KubeadmControlPlane>, ctx: Arc<Ctx>) -> Result<Actio
         replicas: Some(count),
         ready_replicas: Some(ready),
         available_replicas: Some(ready),
-        up_to_date_replicas: Some(count),
+        up_to_date_replicas: Some(up_to_date),
         selector: Some(format!(
             "{CLUSTER_NAME_LABEL}={cluster_name},{CONTROL_PLANE_LABEL}"
         )),
@@ -238,11 +211,63 @@ async fn reconcile(obj: Arc<KubeadmControlPlane>, ctx: Arc<Ctx>) -> Result<Actio
     if status != current {
         meta::patch_status(&api, &kcp.name_any(), serde_json::to_value(&status)?).await?;
     }
-    Ok(if active.len() == want && with_node == want {
+    Ok(if next == Next::Steady && with_node == want {
         ctx.idle()
     } else {
         ctx.poll()
     })
+}
+
+/// `machines` as [`decide`] sees them. Up to date: the InfraMachine's
+/// cloned-from annotations name the current `machineTemplate.spec.
+/// infrastructureRef` and `spec.version` matches; an InfraMachine that is
+/// missing or lacks the annotations counts as up to date (CAPI
+/// `matchesInfraMachine`). InfraMachines are read from what the Machine
+/// controller's watches delivered, else fetched.
+async fn observe(
+    ctx: &Ctx,
+    kcp: &KubeadmControlPlane,
+    machines: &[Machine],
+) -> Result<Vec<CpMachine>> {
+    let ns = kcp.namespace().unwrap_or_default();
+    let template = &kcp.spec.machine_template.spec.infrastructure_ref;
+    let template_gk = format!("{}.{}", template.kind, template.api_group);
+    let mut out = Vec::with_capacity(machines.len());
+    for m in machines {
+        let r = &m.spec.infrastructure_ref;
+        let infra = match ctx.seen.objects.get(&r.api_group, &r.kind, &ns, &r.name) {
+            Some(o) => Some(o),
+            None => clone::get(ctx, &ns, r).await?.map(Arc::new),
+        };
+        let annotation = |key: &str| {
+            infra
+                .as_ref()
+                .and_then(|o| o.metadata.annotations.as_ref())
+                .and_then(|a| a.get(key))
+                .cloned()
+        };
+        let infra_current = match (
+            annotation(CLONED_FROM_NAME),
+            annotation(CLONED_FROM_GROUPKIND),
+        ) {
+            (Some(name), Some(gk)) => name == template.name && gk == template_gk,
+            _ => true,
+        };
+        let version_current = m
+            .spec
+            .version
+            .as_ref()
+            .is_none_or(|v| *v == kcp.spec.version);
+        out.push(CpMachine {
+            name: m.name_any(),
+            failure_domain: m.failure_domain().map(str::to_string),
+            created: m.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            deleting: is_deleting(&m.metadata),
+            has_node: m.node_name().is_some(),
+            up_to_date: infra_current && version_current,
+        });
+    }
+    Ok(out)
 }
 
 /// The control-plane Machines of this KubeadmControlPlane, by name.
@@ -369,66 +394,6 @@ async fn delete_infra(ctx: &Ctx, ns: &str, r: &ContractRef) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-    use k8s_openapi::jiff::Timestamp;
-
-    fn fd(name: &str, cp: bool) -> FailureDomain {
-        FailureDomain {
-            name: name.into(),
-            control_plane: Some(cp),
-            attributes: BTreeMap::new(),
-        }
-    }
-
-    fn m(name: &str, fd: Option<&str>, created: i64) -> Machine {
-        let mut m = Machine::new(
-            name,
-            MachineSpec {
-                failure_domain: fd.map(str::to_string),
-                ..MachineSpec::default()
-            },
-        );
-        m.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created).unwrap()));
-        m
-    }
-
-    #[test]
-    fn fewest_first_over_control_plane_domains_only() {
-        let fds = [
-            fd("dc-a", true),
-            fd("dc-b", true),
-            fd("dc-c", true),
-            fd("dc-w", false),
-        ];
-        assert_eq!(pick_fewest(&fds, &[]).as_deref(), Some("dc-a"));
-        let a = m("a", Some("dc-a"), 1);
-        let b = m("b", Some("dc-b"), 2);
-        assert_eq!(pick_fewest(&fds, &[&a]).as_deref(), Some("dc-b"));
-        assert_eq!(pick_fewest(&fds, &[&a, &b]).as_deref(), Some("dc-c"));
-        // dc-b gone from the list (credentials broken): the others are used.
-        let fds2 = [fd("dc-a", true), fd("dc-c", true)];
-        let c = m("c", Some("dc-c"), 3);
-        assert_eq!(pick_fewest(&fds2, &[&a, &b, &c]).as_deref(), Some("dc-a"));
-        assert_eq!(pick_fewest(&[fd("dc-w", false)], &[]), None);
-    }
-
-    #[test]
-    fn scale_down_prefers_vanished_domains_then_most_populated() {
-        let fds = [fd("dc-a", true), fd("dc-c", true)];
-        let a1 = m("a1", Some("dc-a"), 5);
-        let a2 = m("a2", Some("dc-a"), 1);
-        let b1 = m("b1", Some("dc-b"), 9);
-        let c1 = m("c1", Some("dc-c"), 2);
-        assert_eq!(
-            pick_scale_down(&fds, &[&a1, &a2, &b1, &c1]).as_deref(),
-            Some("b1")
-        );
-        assert_eq!(
-            pick_scale_down(&fds, &[&a1, &a2, &c1]).as_deref(),
-            Some("a2")
-        );
-        assert_eq!(pick_scale_down(&fds, &[]), None);
-    }
 
     #[test]
     fn first_machine_inits_others_join() {
