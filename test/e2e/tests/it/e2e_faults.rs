@@ -282,20 +282,36 @@ async fn leftovers(env: &Env) -> BTreeMap<&'static str, usize> {
     ])
 }
 
-#[tokio::test]
+// Two worker threads: the simulators and the stand-in serve the controller
+// while the test waits and kills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_nothing_after() {
     let size = Size::from_env();
     println!(
         "fault scenario: seed {} ({} workers, {} kills); replay with FAULTS_SEED={} FAULTS_MACHINES={} FAULTS_KILLS={}",
         size.seed, size.workers, size.kills, size.seed, size.workers, size.kills
     );
+    // FAULTS_TRACE=<filter>: the test process' own log (pve-sim, kube-sim,
+    // the CAPI stand-in) on stderr.
+    if let Ok(filter) = std::env::var("FAULTS_TRACE") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(size.seed);
     let mut opts = EnvOptions::new("faults");
     opts.seed = size.seed;
     opts.sim = Some(fleet::sim_config(3).unwrap());
     opts.wait_floor = Duration::from_secs(120);
+    // FAULTS_KEEP=1 keeps the working directory (the controller's log).
+    opts.keep_workdir = std::env::var("FAULTS_KEEP").is_ok_and(|v| v == "1");
+    if let Ok(level) = std::env::var("FAULTS_LOG") {
+        opts.log_level = level;
+    }
     let mut env = ok(Env::start(opts).await);
+    println!("controller log: {}", env.controller_log().display());
     let need_node = env.nodes_join();
     ok(fleet::apply(&env, &ok(fleet::manifests(&env))).await);
     ok(env
