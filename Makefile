@@ -81,9 +81,9 @@ e2e: ## the end-to-end suite only (kube-sim + pve-sim)
 # The fault scenario (test/e2e/tests/it/e2e_faults.rs) at its large size;
 # `make test` runs it small. FAULTS_SEED replays a run (the seed is printed
 # first); docs/fault-scenario.md quotes the figures of a run.
-FAULTS_MACHINES ?= 300
-FAULTS_KILLS ?= 30
-soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=300, FAULTS_KILLS=30, FAULTS_SEED to replay)
+FAULTS_MACHINES ?= 63
+FAULTS_KILLS ?= 10
+soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_KILLS=10, FAULTS_SEED to replay)
 	FAULTS_MACHINES=$(FAULTS_MACHINES) FAULTS_KILLS=$(FAULTS_KILLS) $(if $(FAULTS_SEED),FAULTS_SEED=$(FAULTS_SEED)) \
 		$(CARGO) nextest run -p capmox-e2e --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
 

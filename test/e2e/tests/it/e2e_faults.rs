@@ -17,8 +17,8 @@
 //! resource is left.
 //!
 //! Size: `make test` runs 12 workers and 3 kills (well under a minute);
-//! `make soak` runs `FAULTS_MACHINES` workers (default 300) and
-//! `FAULTS_KILLS` kills (default 30). The seed (`FAULTS_SEED`, default 23)
+//! `make soak` runs `FAULTS_MACHINES` workers (default 63) and
+//! `FAULTS_KILLS` kills (default 10). The seed (`FAULTS_SEED`, default 23)
 //! is printed first: it fixes the simulator's fault draws and the kill
 //! schedule, so a failing run can be replayed (request order still varies
 //! with timing, so a replay is close, not identical). docs/fault-scenario.md

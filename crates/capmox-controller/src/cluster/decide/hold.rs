@@ -6,8 +6,11 @@
 //! `status.instances[].ready`) stays ready — and keeps its failure domain —
 //! while fewer than [`HOLD_FAILURES`] consecutive probes of it have failed.
 //! The [`HOLD_FAILURES`]-th consecutive failed probe makes it unready and
-//! removes its failure domain. Failed credentials (401, 403, a missing or
-//! malformed Secret, TLS) are never held: waiting does not fix them.
+//! removes its failure domain. Only probes that got no usable answer are
+//! held (a 5xx, a dropped connection, a timeout: the credentials stay
+//! unverified); an answer that says what is wrong — failed credentials
+//! (401, 403, a missing or malformed Secret, TLS), no allowed node online,
+//! the template missing — counts at once: waiting does not fix it.
 //!
 //! The bound in time follows from the probe schedule
 //! (`super::super::cache::Schedule`): with the default first retry of 10 s,
@@ -59,7 +62,7 @@ pub fn health(probe: &ProbeResult, was_ready: bool) -> Health {
         return Health::Ready;
     }
     let failures = probe.retry.map_or(1, |r| r.failures.max(1));
-    if !was_ready || probe.credentials == CredentialState::Invalid || failures >= HOLD_FAILURES {
+    if !was_ready || probe.credentials != CredentialState::Unverified || failures >= HOLD_FAILURES {
         return Health::Unready;
     }
     let why = probe.message.as_deref().unwrap_or("not ready");
@@ -109,13 +112,13 @@ mod tests {
             health(&failed(unreachable, None), true),
             Health::Held { failures: 1, .. }
         ));
-        // Valid credentials, something else wrong (a node offline): held too.
-        assert!(health(&failed(CredentialState::Valid, Some(2)), true).ready());
         for (p, was_ready) in [
             (failed(unreachable, Some(3)), true),
             (failed(unreachable, Some(9)), true),
             (failed(unreachable, Some(1)), false),
             (failed(CredentialState::Invalid, Some(1)), true),
+            // An answer that says what is wrong (no allowed node online).
+            (failed(CredentialState::Valid, Some(1)), true),
         ] {
             assert_eq!(health(&p, was_ready), Health::Unready, "{p:?} {was_ready}");
         }
