@@ -13,7 +13,7 @@ PY_USER_BIN := $(shell python3 -c 'import site,os; print(os.path.join(site.USER_
 export PATH := $(PATH)$(if $(PY_USER_BIN),:$(PY_USER_BIN))
 
 .PHONY: help demo test conformance fmt fmt-check clippy nextest generate verify-generate \
-        release release-manifests image e2e e2e-real bench tools clean
+        release release-manifests image e2e e2e-real soak bench tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(VERSION\)/$(VERSION)/g; s/\$$\$$/$$/g'
@@ -77,6 +77,15 @@ image: tools ## OCI image archive out/image/capmox-controller-$(VERSION).oci.tar
 
 e2e: ## the end-to-end suite only (kube-sim + pve-sim)
 	$(CARGO) nextest run -p capmox-e2e --locked
+
+# The fault scenario (test/e2e/tests/it/e2e_faults.rs) at its large size;
+# `make test` runs it small. FAULTS_SEED replays a run (the seed is printed
+# first); docs/fault-scenario.md quotes the figures of a run.
+FAULTS_MACHINES ?= 63
+FAULTS_KILLS ?= 10
+soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_KILLS=10, FAULTS_SEED to replay)
+	FAULTS_MACHINES=$(FAULTS_MACHINES) FAULTS_KILLS=$(FAULTS_KILLS) $(if $(FAULTS_SEED),FAULTS_SEED=$(FAULTS_SEED)) \
+		$(CARGO) nextest run -p capmox-e2e --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
 
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
 	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e --locked --test-threads 1

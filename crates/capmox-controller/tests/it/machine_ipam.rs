@@ -172,13 +172,28 @@ async fn a_slow_ipam_provider_is_waited_for_not_called_exhausted() {
     );
     assert!(
         c.2.starts_with(
-            "waiting for addresses from GlobalInClusterIPPool shared: m1-net0-0: no address after "
+            "waiting for addresses from GlobalInClusterIPPool shared: m1-net0-0: no address since "
         ),
         "names the pool, the claim and the wait: {}",
         c.2
     );
     assert_eq!(vm_reason(Some(&m)), "WaitingForIPAddresses");
     assert!(!c.2.contains("xhausted"), "{}", c.2);
+    // Polls while it waits write nothing: the message tells since when the
+    // claim waits, not for how long, so the status stays as it is (a
+    // status write per poll per waiting machine loaded the API server and
+    // every watcher of ProxmoxMachines in the fault scenario).
+    let version = m.resource_version();
+    for _ in 0..5 {
+        w.reconcile("m1").await.unwrap().unwrap();
+    }
+    let again = w.get("m1").await.unwrap();
+    assert_eq!(
+        again.resource_version(),
+        version,
+        "{:?}",
+        condition(&again, "IPAddressesClaimed")
+    );
 }
 
 #[tokio::test]

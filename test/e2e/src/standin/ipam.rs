@@ -20,6 +20,9 @@
 //!
 //! Allocation runs with concurrency 1 (as the real provider) and reads
 //! addresses straight from the API server, so two claims never get one address.
+//! An allocated claim is looked at again only when it or its address changes;
+//! the periodic safety net (`StandInOptions::resync`) re-queues only claims
+//! still waiting, so a busy stand-in serves every claim in turn.
 //!
 //! Pools (`internal/controllers/inclusterippool.go`): finalizer
 //! `ipam.cluster.x-k8s.io/ProtectPool`, released only when no IPAddress names
@@ -68,6 +71,7 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
     let store = controller.store();
     let by_pool = store.clone();
     let by_pool2 = store.clone();
+    let resync = store.clone();
     controller
         .owns(ctx.scoped::<IPAddress>(), wc.clone())
         .watches(ctx.scoped::<IPAddress>(), wc.clone(), move |a| {
@@ -107,7 +111,22 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
                 .map(|c| ObjectRef::from_obj(&*c))
                 .collect::<Vec<_>>()
         })
-        .reconcile_all_on(ticker(ctx.opts.resync))
+        // The safety net looks again at the claims still waiting, never at
+        // the allocated ones: with one reconcile at a time, re-queuing every
+        // claim each period starves some claims for good once a period
+        // holds fewer reconciles than there are claims (kube-runtime takes
+        // the next of several due objects in no fixed order; the real
+        // provider's work queue is first in, first out).
+        .reconcile_on(ticker(ctx.opts.resync).flat_map(move |()| {
+            futures::stream::iter(
+                resync
+                    .state()
+                    .into_iter()
+                    .filter(|c| waiting(c))
+                    .map(|c| ObjectRef::from_obj(&*c))
+                    .collect::<Vec<_>>(),
+            )
+        }))
         .run(reconcile_claim, error_policy, ctx)
         .for_each(|_| async {})
         .await;
@@ -173,6 +192,7 @@ fn in_use(list: &[IPAddress]) -> BTreeSet<IpAddr> {
 
 async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = obj.namespace().unwrap_or_default();
+    tracing::debug!(claim = %obj.name_any(), "reconcile");
     let api: Api<IPAddressClaim> = ctx.api(&ns);
     let Some(claim) = api.get_opt(&obj.name_any()).await? else {
         return Ok(Action::await_change());
@@ -252,7 +272,9 @@ async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
     if status != current {
         meta::patch_status(&api, &name, serde_json::to_value(&status)?).await?;
     }
-    Ok(ctx.idle())
+    // Allocated: only a change (the claim's deletion, its address gone)
+    // needs another look, and the watches bring it.
+    Ok(Action::await_change())
 }
 
 /// The IPAddress for `claim` from `pool`.

@@ -38,6 +38,14 @@ async fn world() -> World {
 async fn world_with(
     capi_crds: Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
 ) -> World {
+    world_resyncing(capi_crds, Duration::from_millis(300)).await
+}
+
+/// [`world_with`], the stand-in's safety net running every `resync`.
+async fn world_resyncing(
+    capi_crds: Vec<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>,
+    resync: Duration,
+) -> World {
     let sim = kube_sim::KubeSim::start(kube_sim::KubeSimOptions::default())
         .await
         .unwrap();
@@ -54,7 +62,7 @@ async fn world_with(
         Arc::new(WorkloadNodes::new(client.clone())),
         StandInOptions {
             namespace: Some(NS.into()),
-            resync: Duration::from_millis(300),
+            resync,
             retry: Duration::from_millis(20),
             ..StandInOptions::default()
         },
@@ -147,6 +155,35 @@ async fn pool(client: &kube::Client, name: &str, addresses: &[&str]) {
         .create(&PostParams::default(), &p)
         .await
         .unwrap();
+}
+
+/// The cause of the fault scenario's stall (machines at
+/// `WaitingForIPAddresses` for good): the claim controller runs one
+/// reconcile at a time, and its safety net re-queued every claim each
+/// period. Once a period held fewer reconciles than there were claims
+/// (a busy machine, a slow API server), the allocated claims came back each
+/// period and kube-runtime took the next due claim in no fixed order: the
+/// same few claims were reconciled over and over, the others never. Here a
+/// period far shorter than any reconcile stands for the busy machine:
+/// every claim still gets its address.
+#[tokio::test]
+async fn a_busy_claim_controller_still_serves_every_claim() {
+    let w = world_resyncing(crate::capi_crds(), Duration::from_millis(1)).await;
+    let c = &w.client;
+    cluster(c, "c1", false).await;
+    pool(c, "p1", &["10.0.0.10-10.0.0.40"]).await;
+    let names: Vec<String> = (0..12).map(|i| format!("m{i:02}")).collect();
+    for n in &names {
+        claim(c, n, "c1", "p1").await;
+    }
+    let mut got = std::collections::BTreeSet::new();
+    for n in &names {
+        got.insert(address_of(c, n).await);
+    }
+    // Twelve claims, twelve different addresses, the lowest of the pool.
+    let want: std::collections::BTreeSet<String> =
+        (10..22).map(|i| format!("10.0.0.{i}")).collect();
+    assert_eq!(got, want);
 }
 
 #[tokio::test]

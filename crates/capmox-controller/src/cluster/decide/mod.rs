@@ -23,10 +23,12 @@
 //! |---|---|
 //! | this file | [`decide`]: status, conditions, failure domains, events of a normal reconcile |
 //! | [`counts`] | the inputs counted elsewhere ([`MachineCounts`]) and the events out ([`Note`]) |
+//! | [`hold`] | one failed probe is not an outage: how long a ready instance stays ready |
 //! | [`single`] | which instances are probed, the SingleInstance choice |
 //! | [`lifecycle`] | the status while paused, waiting for the owner, deleting |
 
 mod counts;
+pub mod hold;
 mod lifecycle;
 mod single;
 
@@ -194,9 +196,13 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
 
     let mode = inp.spec.mode();
     let probed = instances_to_probe(inp.spec);
+    // A ready instance whose probe failed stays ready for a bounded number
+    // of probes (`hold`): from here on, its last known good state stands in
+    // for the failed probe.
+    let (probes, held) = held_probes(inp.probes, prev);
     let (selected, spread_note) = match mode {
         ClusterMode::SingleInstance => {
-            select_single(&probed, inp.probes, inp.machines, previous_selected(prev))
+            select_single(&probed, &probes, inp.machines, previous_selected(prev))
         }
         _ => (None, None),
     };
@@ -211,7 +217,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
 
     // status.instances
     let not_probed = ProbeResult::failed(CredentialState::Unverified, "not probed yet");
-    let probe_of = |name: &str| inp.probes.get(name).unwrap_or(&not_probed);
+    let probe_of = |name: &str| probes.get(name).unwrap_or(&not_probed);
     st.instances = probed
         .iter()
         .map(|i| {
@@ -386,7 +392,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         Desired::new(
             INSTANCES_READY,
             Status::True,
-            &Reason::InstancesReady("".into()),
+            &Reason::InstancesReady(held.join("; ")),
         )
     } else {
         Desired::new(
@@ -490,6 +496,38 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
         copy_endpoint,
         events,
     }
+}
+
+/// The probes as the status takes them, and the held instances' messages:
+/// a held instance ([`hold::health`]) is ready with its last known good
+/// state (the previous status' nodes, version and missing privileges, valid
+/// credentials) and says in its message why and for how long.
+fn held_probes(
+    probes: &BTreeMap<String, ProbeResult>,
+    prev: &ProxmoxClusterStatus,
+) -> (BTreeMap<String, ProbeResult>, Vec<String>) {
+    let mut out = probes.clone();
+    let mut held = Vec::new();
+    for (name, p) in &mut out {
+        let before = prev.instances.iter().find(|i| &i.name == name);
+        let hold::Health::Held { message, .. } = hold::health(p, before.is_some_and(|b| b.ready))
+        else {
+            continue;
+        };
+        let Some(before) = before else { continue };
+        held.push(format!("{name}: {message}"));
+        *p = ProbeResult {
+            ready: true,
+            credentials: CredentialState::Valid,
+            version: before.version.clone(),
+            nodes: before.nodes.clone(),
+            message: Some(message),
+            identity: None,
+            missing_privileges: before.missing_privileges.clone(),
+            retry: p.retry,
+        };
+    }
+    (out, held)
 }
 
 /// `PrivilegesReady`: what each instance's token lacks, by privilege and

@@ -62,6 +62,16 @@ fn unreachable() -> ProbeResult {
     ProbeResult::failed(CredentialState::Unverified, MNET)
 }
 
+/// `p` as the probe cache records it after `failures` consecutive failed
+/// probes, the next one due at 1,000,000 s.
+fn failing(mut p: ProbeResult, failures: u32) -> ProbeResult {
+    p.retry = Some(crate::cluster::probe::ProbeRetry {
+        failures,
+        at: ts(1_000_000),
+    });
+    p
+}
+
 fn probes(list: &[(&str, ProbeResult)]) -> BTreeMap<String, ProbeResult> {
     list.iter()
         .map(|(n, p)| (n.to_string(), p.clone()))
@@ -200,7 +210,8 @@ fn multi_broken_instance_disappears_and_comes_back() {
         probes(&[
             ("dc-a", ok(&["a1"])),
             ("dc-b", bad401()),
-            ("dc-c", unreachable()),
+            // Past the hold (`hold::HOLD_FAILURES`): an outage.
+            ("dc-c", failing(unreachable(), 3)),
         ]),
     );
     c.previous = healthy.clone();
@@ -213,7 +224,7 @@ fn multi_broken_instance_disappears_and_comes_back() {
         (
             "True",
             "Degraded",
-            "1 of 3 instances ready; dc-b: authentication failed at https://dc-b:8006 (HTTP 401): check the token; dc-c: cannot reach https://dc-c:8006: connection refused"
+            "1 of 3 instances ready; dc-b: authentication failed at https://dc-b:8006 (HTTP 401): check the token; dc-c: cannot reach https://dc-c:8006: connection refused; probe 3 failed; next probe at 1970-01-12T13:46:40Z"
         )
     );
     assert_eq!(
@@ -349,7 +360,7 @@ fn default_mode_uses_the_first_instance_only() {
     // Unhealthy: the failure domain stays (it is the only one), Ready says why.
     let mut c = Case::new(
         spec(ClusterMode::Default),
-        probes(&[("dc-a", unreachable())]),
+        probes(&[("dc-a", failing(unreachable(), 3))]),
     );
     c.previous = d.status.clone();
     let d2 = c.run();
@@ -366,7 +377,7 @@ fn default_mode_uses_the_first_instance_only() {
         (
             "False",
             "InstancesUnavailable",
-            "dc-a: cannot reach https://dc-c:8006: connection refused; warning: spec.settings.mode: settings.mode Default uses only the first instance (\"dc-a\"); \"dc-b\", \"dc-c\" are never used: set settings.mode to MultiInstance to spread machines over them, or remove them"
+            "dc-a: cannot reach https://dc-c:8006: connection refused; probe 3 failed; next probe at 1970-01-12T13:46:40Z; warning: spec.settings.mode: settings.mode Default uses only the first instance (\"dc-a\"); \"dc-b\", \"dc-c\" are never used: set settings.mode to MultiInstance to spread machines over them, or remove them"
         )
     );
     assert!(provisioned(&d2.status));
@@ -476,7 +487,7 @@ fn single_instance_choice_is_stable() {
         probes(&[
             ("dc-a", ok(&["a1"])),
             ("dc-b", ok(&["b1"])),
-            ("dc-c", unreachable()),
+            ("dc-c", failing(unreachable(), 3)),
         ]),
     );
     c3.previous = d.status.clone();
@@ -770,4 +781,114 @@ fn deleting_paused_and_waiting() {
             "waiting for the owner Cluster"
         )
     );
+}
+
+/// One failed probe is not an outage (`hold`): a ready instance keeps its
+/// failure domain, nodes and version through two consecutive failed probes,
+/// and the third removes it; failed credentials are never held.
+#[test]
+fn one_failed_probe_keeps_the_failure_domain_an_outage_removes_it() {
+    let all_ok = probes(&[
+        ("dc-a", ok(&["a1"])),
+        ("dc-b", ok(&["b1", "b2"])),
+        ("dc-c", ok(&["c1"])),
+    ]);
+    let healthy = Case::new(spec(ClusterMode::MultiInstance), all_ok.clone())
+        .run()
+        .status;
+    let e503 = "Proxmox at https://dc-b:8006 answered 503: service unavailable";
+    let step = |previous: &ProxmoxClusterStatus, b: ProbeResult| {
+        let mut c = Case::new(
+            spec(ClusterMode::MultiInstance),
+            probes(&[("dc-a", ok(&["a1"])), ("dc-b", b), ("dc-c", ok(&["c1"]))]),
+        );
+        c.previous = previous.clone();
+        c.now = 2000;
+        c.run()
+    };
+    let transient = || ProbeResult::failed(CredentialState::Unverified, e503);
+
+    // Failed probes 1 and 2: held.
+    let mut prev = healthy.clone();
+    for n in 1..=2 {
+        let d = step(&prev, failing(transient(), n));
+        let st = &d.status;
+        assert_eq!(fd_names(st), vec!["dc-a", "dc-b", "dc-c"], "probe {n}");
+        assert_eq!(st.failure_domains, healthy.failure_domains, "probe {n}");
+        let b = st.instances.iter().find(|i| i.name == "dc-b").unwrap();
+        assert!(b.ready, "probe {n}");
+        assert_eq!(b.nodes, vec!["b1", "b2"]);
+        assert_eq!(b.version.as_deref(), Some("8.4.1"));
+        let held = format!(
+            "probe {n} of 3 failed: {e503}; the instance stays ready until 3 consecutive probes fail; next probe at 1970-01-12T13:46:40Z"
+        );
+        assert_eq!(b.message.as_deref(), Some(held.as_str()));
+        assert_eq!(
+            cond(st, INSTANCES_READY),
+            ("True", "Ready", format!("dc-b: {held}").as_str())
+        );
+        assert_eq!(cond(st, READY), ("True", "Ready", ""));
+        assert_eq!(cond(st, CREDENTIALS_READY).0, "True");
+        assert_eq!(st.instances_ready.as_deref(), Some("3/3"));
+        assert!(d.events.is_empty(), "probe {n}: {:?}", d.events);
+        prev = d.status;
+    }
+    // Failed probe 3: an outage.
+    let d = step(&prev, failing(transient(), 3));
+    assert_eq!(fd_names(&d.status), vec!["dc-a", "dc-c"]);
+    let b = d
+        .status
+        .instances
+        .iter()
+        .find(|i| i.name == "dc-b")
+        .unwrap();
+    assert!(!b.ready);
+    assert_eq!(b.message.as_deref(), Some(e503));
+    assert_eq!(cond(&d.status, READY).1, "Degraded");
+    assert_eq!(
+        reasons(&d),
+        vec!["InstanceUnavailable", "FailureDomainsChanged"]
+    );
+    // Unready now: a later first failure (a restarted controller's count)
+    // does not bring it back.
+    let d2 = step(&d.status, failing(transient(), 1));
+    assert_eq!(fd_names(&d2.status), vec!["dc-a", "dc-c"]);
+    // A good probe does.
+    let mut c = Case::new(spec(ClusterMode::MultiInstance), all_ok);
+    c.previous = d2.status.clone();
+    assert_eq!(fd_names(&c.run().status), vec!["dc-a", "dc-b", "dc-c"]);
+
+    // Failed credentials: dropped at the first probe.
+    let d = step(&healthy, failing(bad401(), 1));
+    assert_eq!(fd_names(&d.status), vec!["dc-a", "dc-c"]);
+    assert_eq!(cond(&d.status, CREDENTIALS_READY).1, "CredentialsInvalid");
+}
+
+/// SingleInstance: a held instance stays the chosen one.
+#[test]
+fn single_instance_choice_survives_one_failed_probe() {
+    let first = Case::new(
+        spec(ClusterMode::SingleInstance),
+        probes(&[
+            ("dc-a", ok(&["a1"])),
+            ("dc-b", ok(&["b1"])),
+            ("dc-c", ok(&["c1"])),
+        ]),
+    )
+    .run()
+    .status;
+    assert_eq!(fd_names(&first), vec!["dc-a"]);
+    let mut c = Case::new(
+        spec(ClusterMode::SingleInstance),
+        probes(&[
+            ("dc-a", failing(unreachable(), 1)),
+            ("dc-b", ok(&["b1"])),
+            ("dc-c", ok(&["c1"])),
+        ]),
+    );
+    c.previous = first.clone();
+    let d = c.run();
+    assert_eq!(fd_names(&d.status), vec!["dc-a"]);
+    assert_eq!(d.status.failure_domains, first.failure_domains);
+    assert!(d.events.is_empty(), "{:?}", d.events);
 }

@@ -22,7 +22,8 @@ pub enum ClaimState {
         /// from how long the claim waited.
         exhausted: bool,
         /// For an exhausted pool the claim's own `reason: message`; else
-        /// how long the claim has waited for an address, plus what its
+        /// since when the claim has waited for an address (its creation,
+        /// absolute, so the text is the same at every poll), plus what its
         /// conditions say.
         message: String,
     },
@@ -46,8 +47,8 @@ pub fn waited(d: Duration) -> String {
 
 /// The state of one claim from the claim object, its `IPAddress` and the
 /// time (pure: `now` injected). A claim without an address is exhausted
-/// only when it says so; otherwise its message tells how long it has
-/// waited since its creation, and once that is longer than `patience` (how
+/// only when it says so; otherwise its message tells since when it has
+/// waited (its creation), and once that is longer than `patience` (how
 /// long an IPAM provider usually takes) it says so too — docs/field-cases.md B15
 /// ("no address for long") is reported, not reinterpreted as a full pool.
 pub fn claim_state(
@@ -97,14 +98,18 @@ pub fn claim_state(
             message: said(c),
         };
     }
-    let age = claim
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| now.duration_since(t.0))
+    let created = claim.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let age = created
+        .map(|t| now.duration_since(t))
         .and_then(|d| Duration::try_from(d).ok())
         .unwrap_or_default();
-    let mut message = format!("no address after {}", waited(age));
+    // The wait is told by its start, not its length: the message stays the
+    // same from one poll to the next, so a waiting machine's status is not
+    // written again on every poll (it changes once, past `patience`).
+    let mut message = match created {
+        Some(t) => format!("no address since {}", t.strftime("%Y-%m-%dT%H:%M:%SZ")),
+        None => "no address yet".to_string(),
+    };
     if let Some(c) = conditions
         .iter()
         .find(|c| c.status == "False" && !(c.reason.is_empty() && c.message.is_empty()))

@@ -145,7 +145,7 @@ fn claim_states_with_an_injected_clock() {
         claim_state("net0", Some(&claim(990, vec![])), None, now, patience),
         ClaimState::Waiting {
             exhausted: false,
-            message: "no address after 10s".into()
+            message: "no address since 1970-01-01T00:16:30Z".into()
         }
     );
     // Waiting long is said, but it is not exhaustion.
@@ -154,7 +154,7 @@ fn claim_states_with_an_injected_clock() {
         ClaimState::Waiting {
             exhausted: false,
             message:
-                "no address after 3m20s; longer than the usual 60s: is the IPAM provider running?"
+                "no address since 1970-01-01T00:13:20Z; longer than the usual 60s: is the IPAM provider running?"
                     .into()
         }
     );
@@ -170,7 +170,8 @@ fn claim_states_with_an_injected_clock() {
         claim_state("net0", Some(&claim(998, vec![failed])), None, now, patience),
         ClaimState::Waiting {
             exhausted: false,
-            message: "no address after 2.0s (AllocationFailed: pool p not found)".into()
+            message: "no address since 1970-01-01T00:16:38Z (AllocationFailed: pool p not found)"
+                .into()
         }
     );
     let exhausted = Condition {
