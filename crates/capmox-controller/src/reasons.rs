@@ -50,6 +50,10 @@ pub enum Reason {
     WaitingForBootstrapData(String),
     /// The bootstrap data's format cannot be delivered.
     UnsupportedBootstrapFormat(FormatError),
+    /// The bootstrap data cannot be used in its format (an Ignition config
+    /// that is not JSON or names no `ignition.version`): the message names
+    /// the Secret and the problem.
+    InvalidBootstrapData(String),
 
     // ---- instance -------------------------------------------------------
     /// The instance was chosen.
@@ -276,6 +280,7 @@ impl Reason {
             }
             Reason::WaitingForBootstrapData(_) => "WaitingForBootstrapData",
             Reason::UnsupportedBootstrapFormat(_) => "UnsupportedBootstrapFormat",
+            Reason::InvalidBootstrapData(_) => "InvalidBootstrapData",
             Reason::InstanceSelected { why, .. } => match why {
                 Selected::Pinned => "Pinned",
                 Selected::FailureDomain => "FailureDomain",
@@ -415,6 +420,7 @@ impl Reason {
             | Reason::Deleting(m)
             | Reason::DeletionFailed(m)
             | Reason::WaitingForBootstrapData(m)
+            | Reason::InvalidBootstrapData(m)
             | Reason::Cloning(m)
             | Reason::CloneFailed(m)
             | Reason::RemovingPartialVm(m)
@@ -483,6 +489,7 @@ impl Reason {
         match self {
             Reason::InvalidSpec(_)
             | Reason::UnsupportedBootstrapFormat(_)
+            | Reason::InvalidBootstrapData(_)
             | Reason::InvalidVmid { .. }
             | Reason::CredentialsNotReady { .. }
             | Reason::DuplicateIpAddress(_)

@@ -90,6 +90,17 @@ pub struct BootstrapPresence {
     pub has_value: bool,
     /// The [`BOOTSTRAP_FORMAT_KEY`] value, if any.
     pub format: Option<String>,
+    /// `metadata.resourceVersion` (changes with the data).
+    pub resource_version: Option<String>,
+}
+
+/// A bootstrap data Secret's data and format.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BootstrapSecret {
+    /// Key [`BOOTSTRAP_VALUE_KEY`].
+    pub value: Vec<u8>,
+    /// Key [`BOOTSTRAP_FORMAT_KEY`], if any.
+    pub format: Option<String>,
 }
 
 /// The writers of [`Stores`]: whoever runs the watches feeds them.
@@ -327,6 +338,7 @@ pub async fn bootstrap_presence(
         has_value: secret_key(s, BOOTSTRAP_VALUE_KEY).is_some(),
         format: secret_key(s, BOOTSTRAP_FORMAT_KEY)
             .map(|f| String::from_utf8_lossy(&f).into_owned()),
+        resource_version: s.metadata.resource_version.clone(),
     };
     if let Some(s) = stores.secrets.get(&ObjectRef::new(name).within(ns)) {
         return Ok(Some(presence(&s)));
@@ -337,8 +349,9 @@ pub async fn bootstrap_presence(
         .map(|s| presence(&s)))
 }
 
-/// The bootstrap data (key [`BOOTSTRAP_VALUE_KEY`]) of Secret `name` in
-/// `ns`: always one GET (stores hold no data). `None`: no Secret or no key.
+/// The bootstrap data (key [`BOOTSTRAP_VALUE_KEY`]) and its format of
+/// Secret `name` in `ns`: always one GET (stores hold no data). `None`: no
+/// Secret or no key.
 ///
 /// # Errors
 /// [`Error::Kube`] of the GET.
@@ -346,11 +359,17 @@ pub async fn bootstrap_value(
     kube: &Client,
     ns: &str,
     name: &str,
-) -> Result<Option<Vec<u8>>, Error> {
+) -> Result<Option<BootstrapSecret>, Error> {
     Ok(Api::<Secret>::namespaced(kube.clone(), ns)
         .get_opt(name)
         .await?
-        .and_then(|s| secret_key(&s, BOOTSTRAP_VALUE_KEY)))
+        .and_then(|s| {
+            Some(BootstrapSecret {
+                value: secret_key(&s, BOOTSTRAP_VALUE_KEY)?,
+                format: secret_key(&s, BOOTSTRAP_FORMAT_KEY)
+                    .map(|f| String::from_utf8_lossy(&f).into_owned()),
+            })
+        }))
 }
 
 /// Object `name` in `ns` from `store` (shared, not copied), else one GET

@@ -1,4 +1,5 @@
-//! What the guest's network looks like once it has booted: addresses come
+//! What the guest's network looks like once it has booted: for an Ignition
+//! guest, from the networkd units of its config ([`crate::boot`]); else
 //! from the NoCloud seed ISO's `network-config` (cloud-init network config
 //! version 2, or version 1), else from Proxmox's own cloud-init options
 //! (`ipconfigN`), else from DHCP. NICs are matched by MAC (v2
@@ -13,6 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde_json::Value;
 
+use crate::boot::GuestBoot;
 use crate::config::BridgeConfig;
 use crate::props::{self, Drive, Net};
 use crate::state::ClusterState;
@@ -271,13 +273,14 @@ pub(crate) fn lease(
     Some((ip, range.prefix))
 }
 
-/// Computes the interfaces the agent will report for a VM that starts now.
-/// Returns the interfaces and a note when the seed ISO could not be used.
+/// Computes the interfaces the agent will report for a VM that starts now
+/// and how its OS took the seed. Returns the interfaces, a note when the
+/// seed ISO could not be used, and the boot.
 pub(crate) fn compute_ifaces(
     st: &mut ClusterState,
     bridges: &[BridgeConfig],
     vm: &Vm,
-) -> (Vec<GuestIface>, Option<String>) {
+) -> (Vec<GuestIface>, Option<String>, GuestBoot) {
     let nics = nics(&vm.conf);
     let mut note = None;
     let mut seed = None;
@@ -299,7 +302,14 @@ pub(crate) fn compute_ifaces(
         .drives()
         .iter()
         .any(|(_, d): &(String, Drive)| d.is_cloudinit());
+    let boot = seed
+        .as_ref()
+        .map_or(GuestBoot::NoSeed, |s| crate::boot::classify(&s.user_data));
+    let ignition = seed
+        .as_ref()
+        .and_then(|s| crate::boot::ignition_plans(&s.user_data, &nics));
     let plans = match seed {
+        Some(_) if ignition.is_some() => ignition.unwrap_or_default(),
         Some(s) => match s.network_config.as_deref() {
             Some(nc) => plan_from_network_config(nc, &nics).unwrap_or_else(|e| {
                 note = Some(e);
@@ -347,7 +357,7 @@ pub(crate) fn compute_ifaces(
             addrs,
         });
     }
-    (out, note)
+    (out, note, boot)
 }
 
 #[cfg(test)]

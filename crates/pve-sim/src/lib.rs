@@ -27,6 +27,7 @@
 
 pub(crate) mod api;
 pub mod auth;
+pub mod boot;
 pub(crate) mod certs;
 pub(crate) mod clock;
 pub mod config;

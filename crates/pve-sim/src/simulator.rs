@@ -47,6 +47,9 @@ pub struct VmSnapshot {
     pub agent: AgentState,
     /// Addresses the guest agent reports (interface name → `ip/prefix`), empty when stopped.
     pub guest_addresses: BTreeMap<String, Vec<String>>,
+    /// How the running guest took its seed (`cloud-init`, `ignition 3.4.0`,
+    /// `no seed`, `failed: …`); `None` when stopped.
+    pub guest_boot: Option<String>,
 }
 
 /// A volume as tests see it.
@@ -446,6 +449,7 @@ fn snapshot(vm: &crate::state::vm::Vm) -> VmSnapshot {
                 )
             })
             .collect(),
+        guest_boot: vm.run.as_ref().map(|r| r.boot.to_string()),
     }
 }
 

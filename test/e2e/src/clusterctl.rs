@@ -5,6 +5,8 @@
 //! - `${VAR:=default}` / `${VAR:-default}`: the default when VAR is unset or empty;
 //! - `${VAR=default}` / `${VAR-default}`: the default when VAR is unset;
 //! - defaults may contain variables (`${A:=${B}}`);
+//! - `$$` is a literal `$` (`$${COREOS_CUSTOM_HOSTNAME}` renders as
+//!   `${COREOS_CUSTOM_HOSTNAME}`, left for the guest's shell or systemd);
 //! - a variable without a default and without a value is an error, and all of
 //!   them are listed at once, sorted, as clusterctl does.
 
@@ -79,6 +81,11 @@ fn parse(text: &str, mut pos: usize, nested: bool) -> Result<(Vec<Node>, usize),
         }
         if c == b'$' && pos + 1 < bytes.len() {
             let next = bytes[pos + 1];
+            if next == b'$' {
+                buf.push('$');
+                pos += 2;
+                continue;
+            }
             if next == b'{' {
                 if !buf.is_empty() {
                     nodes.push(Node::Text(std::mem::take(&mut buf)));
@@ -330,6 +337,17 @@ mod tests {
         let t = "${A:=x} ${B=y} ${C:-z} ${D-w}";
         let out = render(t, &vars(&[("A", ""), ("B", ""), ("C", ""), ("D", "")])).unwrap();
         assert_eq!(out, "x  z ");
+    }
+
+    #[test]
+    fn double_dollar_is_a_literal_dollar() {
+        let t = "echo \"$${COREOS_CUSTOM_HOSTNAME}\" ${A} $$HOME";
+        assert_eq!(
+            render(t, &vars(&[("A", "1")])).unwrap(),
+            "echo \"${COREOS_CUSTOM_HOSTNAME}\" 1 $HOME"
+        );
+        let names: Vec<String> = variables(t).unwrap().into_iter().map(|v| v.name).collect();
+        assert_eq!(names, ["A"]);
     }
 
     #[test]

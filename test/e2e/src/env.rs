@@ -51,6 +51,8 @@ pub const MULTI_INSTANCE_TEMPLATE: &str =
 /// `templates/cluster-template-multi-instance-vip-pool.yaml`.
 pub const VIP_POOL_TEMPLATE: &str =
     include_str!("../../../templates/cluster-template-multi-instance-vip-pool.yaml");
+/// `templates/cluster-template-flatcar.yaml`.
+pub const FLATCAR_TEMPLATE: &str = include_str!("../../../templates/cluster-template-flatcar.yaml");
 /// `templates/cluster-template.yaml`.
 pub const DEFAULT_TEMPLATE: &str = include_str!("../../../templates/cluster-template.yaml");
 

@@ -4,11 +4,13 @@
 //! CAPI bootstrap contract (the bootstrap data Secret): the data
 //! Secret carries the payload in key `value` and its format in key `format`,
 //! `cloud-config` (kubeadm's) or `ignition` (Flatcar, Fedora CoreOS); no
-//! `format` key means `cloud-config`. Only `cloud-config` is rendered here,
-//! as NoCloud user-data; Ignition needs another delivery path (QEMU
-//! `fw_cfg` `opt/com.coreos/config` or a config drive) that is not
-//! supported yet, so such machines are refused before any Proxmox call
-//! instead of booting a VM that ignores its bootstrap.
+//! `format` key means `cloud-config`. Both are delivered on the NoCloud
+//! seed ISO (volume label `cidata`) as `user-data`: cloud-init reads a
+//! cloud-config there, and Ignition's `proxmoxve` platform (Flatcar,
+//! Fedora CoreOS on Proxmox VE) reads an Ignition JSON config there
+//! (docs/flatcar.md). Ignition's other QEMU route, `fw_cfg`
+//! `opt/com.coreos/config`, needs a host file and `args`, which only
+//! root@pam may set, so it is not used.
 //!
 //! Success: the kubeadm bootstrap provider's cloud-config ends by writing
 //! [`SENTINEL`] with the content [`SENTINEL_SUCCESS`] once `kubeadm
@@ -21,25 +23,22 @@ pub const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
 pub const SENTINEL_SUCCESS: &str = "success";
 
 /// The formats this provider can deliver, as named in the Secret's `format`.
-pub const SUPPORTED_FORMATS: &[&str] = &["cloud-config"];
+pub const SUPPORTED_FORMATS: &[&str] = &["cloud-config", "ignition"];
 
 /// A deliverable bootstrap data format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BootstrapFormat {
-    /// `cloud-config`: NoCloud user-data.
+    /// `cloud-config`: NoCloud user-data for cloud-init.
     CloudConfig,
+    /// `ignition`: an Ignition JSON config as NoCloud user-data, enriched
+    /// by [`crate::cloudinit::ignition::enrich`].
+    Ignition,
 }
 
 /// Why bootstrap data cannot be delivered.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FormatError {
-    /// `format: ignition`.
-    #[error(
-        "bootstrap data format \"ignition\" is not supported yet; supported formats: {supported}",
-        supported = SUPPORTED_FORMATS.join(", ")
-    )]
-    IgnitionNotSupported,
-    /// Any other value.
+    /// Any value but `cloud-config` and `ignition`.
     #[error(
         "bootstrap data format {0:?} is unknown; supported formats: {supported}",
         supported = SUPPORTED_FORMATS.join(", ")
@@ -53,11 +52,11 @@ impl BootstrapFormat {
     /// CAPI's `Format` type.
     ///
     /// # Errors
-    /// [`FormatError`] for `ignition` and any unknown name.
+    /// [`FormatError`] for any unknown name.
     pub fn parse(format: Option<&str>) -> Result<BootstrapFormat, FormatError> {
         match format.map(str::trim) {
             None | Some("") | Some("cloud-config") => Ok(BootstrapFormat::CloudConfig),
-            Some("ignition") => Err(FormatError::IgnitionNotSupported),
+            Some("ignition") => Ok(BootstrapFormat::Ignition),
             Some(other) => Err(FormatError::Unknown(other.to_string())),
         }
     }
@@ -86,16 +85,15 @@ mod tests {
             BootstrapFormat::parse(Some(" cloud-config\n")),
             Ok(BootstrapFormat::CloudConfig)
         );
-        let e = BootstrapFormat::parse(Some("ignition")).unwrap_err();
         assert_eq!(
-            e.to_string(),
-            "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config"
+            BootstrapFormat::parse(Some("ignition")),
+            Ok(BootstrapFormat::Ignition)
         );
         assert_eq!(
             BootstrapFormat::parse(Some("Ignition"))
                 .unwrap_err()
                 .to_string(),
-            "bootstrap data format \"Ignition\" is unknown; supported formats: cloud-config"
+            "bootstrap data format \"Ignition\" is unknown; supported formats: cloud-config, ignition"
         );
     }
 

@@ -2,7 +2,8 @@
 //! volume label `cidata` (kept lower-case: `strict_charset: false`), Rock
 //! Ridge and Joliet names (`CreationFeatures::extensions()`) so the guest sees
 //! `user-data`, `meta-data` and `network-config` exactly (checked with
-//! `isoinfo`, `xorriso` and `blkid` when the dependency was chosen).
+//! `isoinfo`, `xorriso` and `blkid` when the dependency was chosen), plus
+//! `vendor-data` for Ignition seeds.
 //!
 //! Proxmox cannot upload cloud-init snippets through the API, so the provider
 //! uploads this image as `iso` content and attaches it as a CD-ROM
@@ -35,13 +36,17 @@ pub fn build(seed: &Seed) -> Result<Vec<u8>, IsoError> {
         name: Arc::new(name.to_string()),
         contents,
     };
+    let mut files = vec![
+        file("user-data", seed.user_data.clone()),
+        file("meta-data", seed.meta_data.clone().into_bytes()),
+        file("network-config", seed.network_config.clone().into_bytes()),
+    ];
+    if let Some(v) = &seed.vendor_data {
+        files.push(file("vendor-data", v.clone().into_bytes()));
+    }
     let files = InputFiles {
         path_separator: PathSeparator::ForwardSlash,
-        files: vec![
-            file("user-data", seed.user_data.clone()),
-            file("meta-data", seed.meta_data.clone().into_bytes()),
-            file("network-config", seed.network_config.clone().into_bytes()),
-        ],
+        files,
     };
     let options = IsoFormatOptions {
         volume_name: VOLUME_LABEL.to_string(),
@@ -83,6 +88,7 @@ mod tests {
             meta_data: "instance-id: 3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f\nlocal-hostname: m1\n"
                 .into(),
             network_config: "version: 2\nethernets: {}\n".into(),
+            vendor_data: None,
         };
         let iso = build(&seed).unwrap();
         assert_eq!(iso.len() % 2048, 0);
@@ -98,6 +104,15 @@ mod tests {
             seed.network_config.as_bytes()
         );
         assert_eq!(read(&iso, "vendor-data"), None);
+        let with_vendor = Seed {
+            vendor_data: Some("#cloud-config\n{}\n".into()),
+            ..seed
+        };
+        let iso = build(&with_vendor).unwrap();
+        assert_eq!(
+            read(&iso, "vendor-data").unwrap(),
+            b"#cloud-config\n{}\n".to_vec()
+        );
     }
 
     #[test]
@@ -106,6 +121,7 @@ mod tests {
             user_data: vec![b'a'; 200_000],
             meta_data: "instance-id: x\n".into(),
             network_config: "version: 2\n".into(),
+            vendor_data: None,
         };
         let iso = build(&seed).unwrap();
         assert_eq!(read(&iso, "user-data").unwrap().len(), 200_000);

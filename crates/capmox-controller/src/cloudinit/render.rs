@@ -14,6 +14,13 @@
 //!   IPv4, `::/0` for IPv6 — never an empty `via`, docs/field-cases.md B14);
 //!   `nameservers.addresses`; `dhcp4` / `dhcp6` as asked.
 //!
+//! For [`BootstrapFormat::Ignition`] the seed differs in two files:
+//! `network-config` is version 1 ([`super::network_v1`], what Afterburn's
+//! `proxmoxve` provider parses) and a `vendor-data` file is added, which
+//! Afterburn requires (`#cloud-config` and an empty mapping: Ignition skips
+//! it, Afterburn parses it). `user-data` is then the enriched Ignition
+//! config ([`super::ignition::enrich`]).
+//!
 //! YAML is written by serde-saphyr with YAML 1.1-safe quoting, so a MAC like
 //! `12:34:56:78:9a:bc` never reads back as a sexagesimal number in cloud-init.
 
@@ -22,6 +29,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use pve_client::options::MacAddr;
 use serde::Serialize;
 use serde::ser::SerializeMap;
+
+use super::format::BootstrapFormat;
 
 /// One guest network device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,8 +64,10 @@ pub struct SeedInput {
     pub hostname: String,
     /// `provider-id`, when injected.
     pub provider_id: Option<String>,
-    /// The bootstrap data, verbatim.
+    /// The bootstrap data, verbatim (for Ignition: already enriched).
     pub user_data: Vec<u8>,
+    /// Its format: which `network-config` version, whether `vendor-data`.
+    pub format: BootstrapFormat,
     /// Network devices, in any order (rendered by index).
     pub interfaces: Vec<Interface>,
 }
@@ -70,7 +81,13 @@ pub struct Seed {
     pub meta_data: String,
     /// `network-config`.
     pub network_config: String,
+    /// `vendor-data` (Ignition seeds only).
+    pub vendor_data: Option<String>,
 }
+
+/// The `vendor-data` of Ignition seeds: Ignition skips a `#cloud-config`,
+/// Afterburn parses the empty mapping.
+pub const IGNITION_VENDOR_DATA: &str = "#cloud-config\n{}\n";
 
 /// Rendering failed (only YAML encoding can fail).
 #[derive(Debug, thiserror::Error)]
@@ -227,10 +244,18 @@ pub fn network_config(interfaces: &[Interface]) -> Result<String, RenderError> {
 /// # Errors
 /// [`RenderError`] if YAML encoding fails.
 pub fn render(input: &SeedInput) -> Result<Seed, RenderError> {
+    let (network_config, vendor_data) = match input.format {
+        BootstrapFormat::CloudConfig => (network_config(&input.interfaces)?, None),
+        BootstrapFormat::Ignition => (
+            super::network_v1::network_config_v1(&input.interfaces)?,
+            Some(IGNITION_VENDOR_DATA.to_string()),
+        ),
+    };
     Ok(Seed {
         user_data: input.user_data.clone(),
         meta_data: meta_data(input)?,
-        network_config: network_config(&input.interfaces)?,
+        network_config,
+        vendor_data,
     })
 }
 
@@ -269,6 +294,7 @@ mod tests {
             hostname: "wl1-md-0-abcde".into(),
             provider_id: Some("proxmox://3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f".into()),
             user_data: b"#cloud-config\nruncmd: []\n".to_vec(),
+            format: BootstrapFormat::CloudConfig,
             interfaces: vec![],
         };
         assert_eq!(
@@ -286,7 +312,31 @@ mod tests {
             "instance-id: 3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f\nlocal-hostname: wl1-md-0-abcde\n"
         );
         // user-data is verbatim.
-        assert_eq!(render(&input).unwrap().user_data, input.user_data);
+        let seed = render(&input).unwrap();
+        assert_eq!(seed.user_data, input.user_data);
+        assert!(seed.network_config.starts_with("version: 2\n"));
+        assert_eq!(seed.vendor_data, None);
+    }
+
+    #[test]
+    fn ignition_seeds_have_network_config_v1_and_vendor_data() {
+        let input = SeedInput {
+            instance_id: "3f2a9c1e-7b4d-4e8a-9c2f-0a1b2c3d4e5f".into(),
+            hostname: "wl1-md-0-abcde".into(),
+            provider_id: None,
+            user_data: br#"{"ignition":{"version":"3.4.0"}}"#.to_vec(),
+            format: BootstrapFormat::Ignition,
+            interfaces: vec![dual_stack()],
+        };
+        let seed = render(&input).unwrap();
+        assert_eq!(seed.user_data, input.user_data);
+        let v: serde_json::Value = serde_saphyr::from_str(&seed.network_config).unwrap();
+        assert_eq!(v["version"], 1);
+        assert_eq!(v["config"][0]["mac_address"], "bc:24:11:aa:bb:cc");
+        assert_eq!(seed.vendor_data.as_deref(), Some("#cloud-config\n{}\n"));
+        let vendor: serde_json::Value =
+            serde_saphyr::from_str(seed.vendor_data.as_deref().unwrap()).unwrap();
+        assert_eq!(vendor, serde_json::json!({}));
     }
 
     #[test]

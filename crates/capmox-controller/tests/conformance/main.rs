@@ -13,7 +13,11 @@
 //! - Every object of CAPMOX's cluster templates (rendered as clusterctl
 //!   would) converts to `v1alpha3`, passes the `v1alpha3` CEL rules, and
 //!   converts back to itself.
+//! - CAPMOX's Flatcar flavor works with ours and with the Ignition
+//!   enrichment ([`flatcar`]).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod flatcar;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

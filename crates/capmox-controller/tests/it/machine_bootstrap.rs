@@ -4,7 +4,8 @@
 //! `checks.skipCloudInitStatus` or `checks.skipQemuGuestAgent` is set; a
 //! bootstrap that does not finish keeps the machine waiting (and says so
 //! after long), never failed; bootstrap data in a format that cannot be
-//! delivered (Ignition, unknown) is refused before any Proxmox call.
+//! delivered (an unknown one) is refused before any Proxmox call
+//! (Ignition: `machine_ignition.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support::machine as support;
@@ -160,10 +161,10 @@ async fn skipped_checks_make_no_exec_call() {
 }
 
 #[tokio::test]
-async fn ignition_and_unknown_formats_are_refused_before_any_proxmox_call() {
+async fn unknown_formats_are_refused_before_any_proxmox_call() {
     let w = world().await;
     w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
-    for (name, format) in [("ign", "ignition"), ("odd", "yaml")] {
+    for (name, format) in [("odd", "yaml"), ("odd2", "Ignition")] {
         w.machine_with(
             "wl1",
             name,
@@ -183,12 +184,12 @@ async fn ignition_and_unknown_formats_are_refused_before_any_proxmox_call() {
     }
     for (name, message) in [
         (
-            "ign",
-            "bootstrap data format \"ignition\" is not supported yet; supported formats: cloud-config",
+            "odd",
+            "bootstrap data format \"yaml\" is unknown; supported formats: cloud-config, ignition",
         ),
         (
-            "odd",
-            "bootstrap data format \"yaml\" is unknown; supported formats: cloud-config",
+            "odd2",
+            "bootstrap data format \"Ignition\" is unknown; supported formats: cloud-config, ignition",
         ),
     ] {
         // Several reconciles: the refusal is stable and announced once.
@@ -236,7 +237,7 @@ async fn ignition_and_unknown_formats_are_refused_before_any_proxmox_call() {
     // The bootstrap provider switches to cloud-config: the machine goes on.
     Api::<Secret>::namespaced(w.client.clone(), NS)
         .patch(
-            "ign-bootstrap",
+            "odd-bootstrap",
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({
                 "data": {
@@ -247,6 +248,6 @@ async fn ignition_and_unknown_formats_are_refused_before_any_proxmox_call() {
         )
         .await
         .unwrap();
-    let m = w.provision("ign").await;
+    let m = w.provision("odd").await;
     assert_eq!(m.spec.virtual_machine_id, Some(100));
 }

@@ -21,6 +21,7 @@ mod machine_concurrency;
 mod machine_crash;
 mod machine_faults;
 mod machine_ha;
+mod machine_ignition;
 mod machine_ipam;
 mod machine_lifecycle;
 mod machine_lookup;

@@ -7,15 +7,20 @@
 //! `exec` does not run anything: the command is recorded and finishes after
 //! `timings.agent_exec` with exit code 0 and empty output, except reading
 //! `/run/cluster-api/bootstrap-success.complete`, which prints `success`
-//! (the CAPI bootstrap sentinel). `exec-status` reports a finished process
+//! (the CAPI bootstrap sentinel) unless the guest could not use its
+//! bootstrap data ([`crate::boot::GuestBoot::Failed`]: no such file). `exec-status` reports a finished process
 //! once, as QGA does.
 
 use serde_json::{Value, json};
 
 use super::vm_on;
+use crate::boot::GuestBoot;
 use crate::http::Ctx;
 use crate::http::envelope::{ApiError, ApiResult, Reply};
 use crate::state::vm::{AgentState, GuestIface, Vm};
+
+/// The CAPI bootstrap sentinel file.
+const SENTINEL: &str = "/run/cluster-api/bootstrap-success.complete";
 
 fn ready(ctx: &Ctx, vm: &Vm) -> Result<Vec<GuestIface>, ApiError> {
     if !vm.agent_configured() {
@@ -150,10 +155,19 @@ pub(crate) fn exec_status(ctx: &Ctx) -> ApiResult {
         return Ok(Reply::data(json!({"exited": 0})));
     }
     st.exec.remove(&(vmid, pid));
-    let sentinel = e
-        .command
-        .iter()
-        .any(|a| a.contains("/run/cluster-api/bootstrap-success.complete"));
+    let sentinel = e.command.iter().any(|a| a.contains(SENTINEL));
+    let failed_boot = st
+        .vms
+        .get(&vmid)
+        .and_then(|v| v.run.as_ref())
+        .is_some_and(|r| matches!(r.boot, GuestBoot::Failed(_)));
+    if sentinel && failed_boot {
+        return Ok(Reply::data(json!({
+            "exited": 1,
+            "exitcode": 1,
+            "err-data": format!("cat: {SENTINEL}: No such file or directory\n"),
+        })));
+    }
     let out = if sentinel { "success" } else { "" };
     Ok(Reply::data(
         json!({"exited": 1, "exitcode": 0, "out-data": out}),

@@ -72,7 +72,7 @@ pub(crate) fn current(ctx: &Ctx) -> ApiResult {
 /// ISO / cloud-init options / DHCP, remembers the cloud-init values used.
 pub(crate) fn mark_running(cluster: &Cluster, st: &mut ClusterState, vmid: u32) -> Option<String> {
     let vm = st.vms.get(&vmid)?.clone();
-    let (ifaces, note) = guest::compute_ifaces(st, &cluster.cfg.bridges, &vm);
+    let (ifaces, note, boot) = guest::compute_ifaces(st, &cluster.cfg.bridges, &vm);
     let (pid, _) = st.next_pid(&vm.node);
     let lag = cluster.lag();
     let vm = st.vms.get_mut(&vmid)?;
@@ -81,6 +81,7 @@ pub(crate) fn mark_running(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
         paused: false,
         pid,
         ifaces,
+        boot,
     });
     vm.cloudinit_applied = vm
         .conf

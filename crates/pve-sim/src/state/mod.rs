@@ -553,6 +553,7 @@ impl ClusterState {
                 paused: false,
                 pid,
                 ifaces: vec![],
+                boot: crate::boot::GuestBoot::NoSeed,
             });
         }
         vm.record_status(lag);

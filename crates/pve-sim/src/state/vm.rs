@@ -43,6 +43,9 @@ pub(crate) struct RunState {
     pub pid: u32,
     /// What the agent will report.
     pub ifaces: Vec<GuestIface>,
+    /// How the guest OS took its seed (a failed boot never writes the
+    /// bootstrap sentinel).
+    pub boot: crate::boot::GuestBoot,
 }
 
 /// What pvestatd broadcasts about a VM.

@@ -13,7 +13,12 @@
 //! Simpler than CABPK: no bootstrap tokens, certificates or kubeadm
 //! configuration files — the data is a small cloud-config naming the Machine
 //! (so a test can check it arrived intact in the VM's seed ISO), the
-//! config's `users` and `files`, and which kubeadm phase would run.
+//! config's `users` and `files`, and which kubeadm phase would run. With
+//! `format: ignition` it is, as CABPK writes it for Flatcar, an Ignition
+//! spec 2.3.0 config: the same files (`filesystem: root`, `data:,` URLs),
+//! the users, and an enabled `kubeadm.service` whose command would run the
+//! phase and write the bootstrap sentinel (`ignition.containerLinuxConfig`
+//! is not transpiled).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -162,15 +167,31 @@ pub fn render(
             .iter()
             .map(|f| {
                 json!({
+                    "filesystem": "root",
                     "path": f["path"],
+                    "mode": 420,
                     "contents": {"source": format!("data:,{}", percent(f["content"].as_str().unwrap_or("")))}
                 })
             })
             .collect();
+        let users: Vec<Value> = users
+            .iter()
+            .map(|u| {
+                let mut out = json!({"name": u["name"]});
+                if let Some(k) = u.get("ssh_authorized_keys") {
+                    out["sshAuthorizedKeys"] = k.clone();
+                }
+                out
+            })
+            .collect();
+        let unit = format!(
+            "[Unit]\nDescription=kubeadm\nAfter=network-online.target\n[Service]\nType=oneshot\nExecStart=/bin/sh -c \"{command} && mkdir -p /run/cluster-api && echo success > /run/cluster-api/bootstrap-success.complete\"\n[Install]\nWantedBy=multi-user.target\n"
+        );
         let doc = json!({
-            "ignition": {"version": "3.4.0"},
+            "ignition": {"version": "2.3.0"},
             "passwd": {"users": users},
             "storage": {"files": files},
+            "systemd": {"units": [{"name": "kubeadm.service", "enabled": true, "contents": unit}]},
         });
         return Ok(serde_json::to_string(&doc)?);
     }
@@ -386,10 +407,18 @@ mod tests {
             serde_json::from_value(json!({"format": "ignition"})).unwrap();
         let text = render("ns", "m", "c", false, false, &spec).unwrap();
         let doc: Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(doc["ignition"]["version"], "3.4.0");
+        assert_eq!(doc["ignition"]["version"], "2.3.0");
         assert_eq!(
             doc["storage"]["files"][0]["contents"]["source"],
             "data:,ns/m%0A"
+        );
+        assert_eq!(doc["storage"]["files"][0]["filesystem"], "root");
+        assert_eq!(doc["systemd"]["units"][0]["name"], "kubeadm.service");
+        assert!(
+            doc["systemd"]["units"][0]["contents"]
+                .as_str()
+                .unwrap()
+                .contains("kubeadm join of ns/m")
         );
     }
 

@@ -17,6 +17,11 @@
 //!   which also sets `topology.kubernetes.io/region` = instance and `zone` =
 //!   Proxmox node).
 //!
+//! An Ignition guest (Flatcar) takes its providerID from
+//! `COREOS_CUSTOM_PROVIDER_ID` in the `/etc/proxmox-env` its config writes
+//! (the flatcar flavor's kubelet `--provider-id`); without it, or when the
+//! guest could not use its bootstrap data, no Node registers.
+//!
 //! Nodes are never deleted here: CAPI's Machine controller does that when the
 //! Machine goes.
 
@@ -31,6 +36,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ObjectMeta};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
+use pve_sim::boot::GuestBoot;
 use pve_sim::{AgentState, NoCloudSeed, SimCluster, VmSnapshot};
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -78,6 +84,12 @@ struct Seen {
     target: Option<Target>,
     first_running: Option<Instant>,
     instance_id: Option<String>,
+    /// How the guest took its seed.
+    boot: Option<GuestBoot>,
+    /// For an Ignition guest: `COREOS_CUSTOM_PROVIDER_ID` of the
+    /// `/etc/proxmox-env` its config writes (the Flatcar flavor's kubelet
+    /// `--provider-id`).
+    ignition_provider_id: Option<String>,
     registered: bool,
 }
 
@@ -283,6 +295,10 @@ impl Loop {
             && let Some((volid, seed)) = attached_seed(&target.sim, &vm)
         {
             seen.instance_id = instance_id(&seed.meta_data);
+            seen.boot = Some(pve_sim::boot::classify(&seed.user_data));
+            seen.ignition_provider_id =
+                pve_sim::boot::ignition_file(&seed.user_data, "/etc/proxmox-env")
+                    .and_then(|env| env_value(&env, "COREOS_CUSTOM_PROVIDER_ID"));
             let record = SeenSeed {
                 instance: instance.to_string(),
                 vmid,
@@ -305,8 +321,16 @@ impl Loop {
         if !agent_due {
             return Ok(());
         }
+        // A guest that could not use its bootstrap data never starts kubelet;
+        // an Ignition guest's kubelet takes its providerID from the config.
+        let provider_id = match (&seen.boot, &seen.ignition_provider_id) {
+            (Some(GuestBoot::Failed(_)), _) | (Some(GuestBoot::Ignition(_)), None) => {
+                return Ok(());
+            }
+            (Some(GuestBoot::Ignition(_)), Some(p)) => p.clone(),
+            _ => provider_id(&target.provider_format, &instance_id, instance, vmid),
+        };
         let addresses = self.agent_addresses(&target.sim, &vm).await?;
-        let provider_id = provider_id(&target.provider_format, &instance_id, instance, vmid);
         let node = build_node(&m.name_any(), &provider_id, &target, &vm, &addresses);
         self.nodes.create(node).await?;
         if let Some(s) = self.seen.get_mut(&uid) {
@@ -471,6 +495,15 @@ pub fn instance_id(meta_data: &str) -> Option<String> {
         .map(str::to_string)
 }
 
+/// The value of `key` in an environment file (`KEY=value` lines).
+pub fn env_value(env: &str, key: &str) -> Option<String> {
+    env.lines()
+        .filter_map(|l| l.split_once('='))
+        .find(|(k, _)| k.trim() == key)
+        .map(|(_, v)| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
 /// The providerID kubelet (`UUID`) or the Proxmox CCM (`InstanceVMID`) sets.
 pub fn provider_id(format: &str, instance_id: &str, instance: &str, vmid: u32) -> String {
     if format == "InstanceVMID" {
@@ -547,6 +580,17 @@ mod tests {
             provider_id("InstanceVMID", "x", "dc-b", 1042),
             "proxmox://dc-b/1042"
         );
+    }
+
+    #[test]
+    fn environment_file_values() {
+        let env = "COREOS_CUSTOM_HOSTNAME=m1\nCOREOS_CUSTOM_PROVIDER_ID=proxmox://dc-a/1000\nCOREOS_CUSTOM_PRIVATE_IPV4=\n";
+        assert_eq!(
+            env_value(env, "COREOS_CUSTOM_PROVIDER_ID").as_deref(),
+            Some("proxmox://dc-a/1000")
+        );
+        assert_eq!(env_value(env, "COREOS_CUSTOM_PRIVATE_IPV4"), None);
+        assert_eq!(env_value(env, "NOPE"), None);
     }
 
     #[test]

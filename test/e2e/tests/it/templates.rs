@@ -250,6 +250,115 @@ fn multi_instance_template_renders_and_validates() {
     assert_eq!(kcp["spec"]["replicas"], 3);
 }
 
+/// The `${COREOS_CUSTOM_*}` names a text reads (after clusterctl's `$$`).
+fn coreos_custom_refs(text: &str) -> std::collections::BTreeSet<String> {
+    text.match_indices("${COREOS_CUSTOM_")
+        .map(|(i, _)| {
+            let rest = &text[i + 2..];
+            rest[..rest.find('}').unwrap()].to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn flatcar_template_asks_for_ignition_and_reads_only_what_the_provider_writes() {
+    let docs = render_and_check("templates/cluster-template-flatcar.yaml", &multi_vars());
+    // The multi-instance flavor's objects, in the same order.
+    let multi = render_and_check(
+        "templates/cluster-template-multi-instance.yaml",
+        &multi_vars(),
+    );
+    assert_eq!(kinds(&docs), kinds(&multi));
+    let kcp = docs
+        .iter()
+        .find(|d| d["kind"] == "KubeadmControlPlane")
+        .unwrap();
+    let kct = docs
+        .iter()
+        .find(|d| d["kind"] == "KubeadmConfigTemplate")
+        .unwrap();
+    let written: std::collections::BTreeSet<String> =
+        capmox_controller::cloudinit::ignition::PROXMOX_ENV_KEYS
+            .iter()
+            .map(|k| (*k).to_string())
+            .collect();
+    for (what, spec) in [
+        ("KubeadmControlPlane", &kcp["spec"]["kubeadmConfigSpec"]),
+        ("KubeadmConfigTemplate", &kct["spec"]["template"]["spec"]),
+    ] {
+        assert_eq!(spec["format"], "ignition", "{what}");
+        assert_eq!(spec["users"][0]["name"], "core", "{what}");
+        let clc = spec["ignition"]["containerLinuxConfig"]["additionalConfig"]
+            .as_str()
+            .unwrap();
+        let clc: Value = serde_saphyr::from_str(clc).unwrap();
+        let units = clc["systemd"]["units"].as_array().unwrap();
+        let metadata = units
+            .iter()
+            .find(|u| u["name"] == "coreos-metadata.service")
+            .unwrap();
+        assert!(
+            metadata["contents"]
+                .as_str()
+                .unwrap()
+                .contains("EnvironmentFile=/etc/proxmox-env"),
+            "{what}"
+        );
+        let kubeadm = units
+            .iter()
+            .find(|u| u["name"] == "kubeadm.service")
+            .unwrap();
+        assert!(
+            kubeadm["dropins"][0]["contents"]
+                .as_str()
+                .unwrap()
+                .contains("EnvironmentFile=/run/metadata/flatcar"),
+            "{what}"
+        );
+        let join = &spec["joinConfiguration"]["nodeRegistration"]["kubeletExtraArgs"][0];
+        assert_eq!(join["name"], "provider-id", "{what}");
+        assert_eq!(join["value"], "${COREOS_CUSTOM_PROVIDER_ID}", "{what}");
+        let text = serde_json::to_string(spec).unwrap();
+        let read = coreos_custom_refs(&text);
+        assert!(!read.is_empty(), "{what}");
+        assert!(
+            read.is_subset(&written),
+            "{what} reads {read:?}, the provider writes {written:?}"
+        );
+    }
+    assert_eq!(
+        kcp["spec"]["kubeadmConfigSpec"]["initConfiguration"]["nodeRegistration"]["kubeletExtraArgs"]
+            [0]["value"],
+        "${COREOS_CUSTOM_PROVIDER_ID}"
+    );
+    for t in docs
+        .iter()
+        .filter(|d| d["kind"] == "ProxmoxMachineTemplate")
+    {
+        let spec = &t["spec"]["template"]["spec"];
+        assert_eq!(
+            spec["templateSelector"],
+            json!({"matchTags": ["capmox", "flatcar"], "matchPolicy": "bestSubset"})
+        );
+        assert_eq!(spec["checks"]["skipCloudInitStatus"], true);
+    }
+    // kube-vip: Flatcar keeps predictable interface names; empty lets
+    // kube-vip take the default route's interface.
+    let pod: Value = serde_saphyr::from_str(
+        kcp["spec"]["kubeadmConfigSpec"]["files"][0]["content"]
+            .as_str()
+            .unwrap(),
+    )
+    .unwrap();
+    let vip_interface = pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "vip_interface")
+        .unwrap();
+    assert_eq!(vip_interface["value"], "");
+}
+
 #[test]
 fn vip_pool_template_claims_the_endpoint_and_kube_vip_reads_it() {
     let mut v = multi_vars();
@@ -351,6 +460,7 @@ fn every_variable_is_documented() {
         "templates/cluster-template-topology.yaml",
         "templates/clusterclass-capmox.yaml",
         "templates/cluster-template-multi-instance-vip-pool.yaml",
+        "templates/cluster-template-flatcar.yaml",
     ] {
         for v in clusterctl::variables(&read(t)).unwrap() {
             assert!(

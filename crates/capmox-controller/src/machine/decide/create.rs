@@ -170,6 +170,10 @@ fn preconditions(f: &Facts) -> Option<Step> {
             Reason::UnsupportedBootstrapFormat(e.clone()),
             Until::Change,
         )),
+        BootstrapData::Invalid(why) => Some(wait(
+            Reason::InvalidBootstrapData(why.clone()),
+            Until::Change,
+        )),
         BootstrapData::Ready => None,
     }
 }

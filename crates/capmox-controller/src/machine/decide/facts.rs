@@ -53,6 +53,11 @@ pub enum BootstrapData {
     Ready,
     /// There, in a format this provider cannot deliver.
     Unsupported(FormatError),
+    /// There, in a format this provider delivers, but not usable in it
+    /// (an Ignition config that does not pass
+    /// [`crate::cloudinit::ignition::check`]): the message names the
+    /// Secret and the problem.
+    Invalid(String),
 }
 
 /// The CAPI Cluster and the ProxmoxCluster.

@@ -67,6 +67,19 @@ pub async fn facts(run: &mut Run<'_>) -> Result<Facts, Error> {
                         "the bootstrap data Secret {ns}/{secret} has no key 'value' yet"
                     )),
                     Some(p) => match BootstrapFormat::parse(p.format.as_deref()) {
+                        // Checked only while it can still be delivered: a
+                        // provisioned or deleting machine needs no data.
+                        Ok(BootstrapFormat::Ignition) if !settled(m) => {
+                            super::ignition::checked(
+                                &ctx.runtime,
+                                kube,
+                                &run.me.uid,
+                                &ns,
+                                secret,
+                                &p,
+                            )
+                            .await?
+                        }
                         Ok(_) => BootstrapData::Ready,
                         Err(e) => BootstrapData::Unsupported(e),
                     },
@@ -106,6 +119,16 @@ pub async fn facts(run: &mut Run<'_>) -> Result<Facts, Error> {
     facts.gates = ctx.runtime.retries.gates(&run.me.uid, generation);
     run.world = world;
     Ok(facts)
+}
+
+/// Provisioned or being deleted: the bootstrap data is not read again.
+fn settled(m: &ProxmoxMachine) -> bool {
+    m.metadata.deletion_timestamp.is_some()
+        || m.status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.provisioned)
+            .unwrap_or(false)
 }
 
 /// The facts from the object, the world and the memo (pure).

@@ -12,6 +12,7 @@
 //! | [`claims`] | the IP address claims |
 //! | [`agent`] | the guest agent's addresses |
 //! | [`bootstrap`] | whether the bootstrap finished (sentinel file) |
+//! | [`ignition`] | whether an Ignition bootstrap data Secret holds a usable config |
 //! | [`duplicates`] | claimed addresses another machine holds in the same network |
 //! | [`media`] | this machine's ISO volumes on the instance's storages |
 //! | [`ha`] | the VM's HA resource and the HA rule listing it |
@@ -24,6 +25,7 @@ pub mod claims;
 pub mod client;
 pub mod duplicates;
 pub mod ha;
+pub mod ignition;
 pub mod kube;
 pub mod media;
 pub mod provider_id;

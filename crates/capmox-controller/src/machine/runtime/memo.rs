@@ -110,6 +110,21 @@ pub struct Memo {
     pub bootstrap: Option<BootstrapCheck>,
     /// Node and template chosen for the clone, until it is issued.
     pub plan: Option<Plan>,
+    /// The last check of Ignition bootstrap data, so a Secret is read
+    /// again only when it changed.
+    pub ignition: Option<IgnitionCheck>,
+}
+
+/// The result of checking an Ignition bootstrap data Secret
+/// ([`crate::cloudinit::ignition::check`]) at one resourceVersion.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IgnitionCheck {
+    /// `namespace/name` of the Secret.
+    pub secret: String,
+    /// Its `metadata.resourceVersion` when checked.
+    pub resource_version: String,
+    /// `None`: usable; else the problem (the condition message).
+    pub problem: Option<String>,
 }
 
 impl Memo {

@@ -1,4 +1,5 @@
-//! The bootstrap ISO (NoCloud seed, volume label `cidata`): recorded in
+//! The bootstrap ISO (NoCloud seed, volume label `cidata`; for Ignition
+//! bootstrap data the enriched config as `user-data`, docs/flatcar.md): recorded in
 //! `status.bootstrapMedia` before it is uploaded, attached by the config
 //! write, ejected once the machine is provisioned, and deleted by its
 //! record — retried until the volume is gone, never dropped into an event
@@ -7,17 +8,19 @@
 use std::net::IpAddr;
 
 use crate::api::machine::BootstrapMedia;
-use crate::cloudinit::{Interface, SeedInput};
+use crate::cloudinit::ignition::{self, Enrichment, IgnitionError};
+use crate::cloudinit::{BootstrapFormat, Interface, SeedInput};
 use crate::error::Error;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{
     ClaimsFact, Facts, MediaVolume, Observed, Operation, StepKind, VmFact,
 };
+use crate::machine::observe;
 use crate::machine::report::provider_id;
 use crate::machine::runtime::NodeKey;
 use crate::machine::vm::{media, vmconfig};
-use crate::pve::{Missing, PveError, StorageId, VmConfig};
+use crate::pve::{Missing, NodeName, PveError, StorageId, VmConfig};
 use crate::reasons::Reason;
 use crate::stores;
 
@@ -109,25 +112,43 @@ pub async fn upload(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error>
             Reason::NoIsoStorage(format!("invalid storage id {}", storage.storage)),
         ));
     };
-    let user_data = match run
+    let secret = run
         .world
         .owner
         .as_ref()
-        .and_then(|o| o.bootstrap_secret().map(str::to_string))
-    {
-        Some(secret) => stores::bootstrap_value(&run.ctx.shared.kube, &run.me.ns, &secret).await?,
+        .and_then(|o| o.bootstrap_secret().map(str::to_string));
+    let data = match &secret {
+        Some(secret) => stores::bootstrap_value(&run.ctx.shared.kube, &run.me.ns, secret).await?,
         None => None,
     };
-    let Some(user_data) = user_data else {
+    let (Some(secret), Some(data)) = (secret, data) else {
         return Ok(fail(
             run,
             "precondition",
             Reason::WaitingForBootstrapData("the bootstrap data Secret has no key 'value'".into()),
         ));
     };
-    let seed = match seed(run, facts, config, user_data) {
+    let format = match BootstrapFormat::parse(data.format.as_deref()) {
+        Ok(f) => f,
+        Err(e) => {
+            return Ok(fail(
+                run,
+                "invalid_spec",
+                Reason::UnsupportedBootstrapFormat(e),
+            ));
+        }
+    };
+    let seed = match seed(run, facts, config, &view.node, format, data.value) {
         Ok(s) => s,
-        Err(reason) => return Ok(fail(run, "invalid_spec", reason)),
+        Err(SeedError::Spec(reason)) => return Ok(fail(run, "invalid_spec", reason)),
+        Err(SeedError::Ignition(e)) => {
+            let message = observe::ignition::problem_message(&run.me.ns, &secret, &e);
+            return Ok(fail(
+                run,
+                "invalid_spec",
+                Reason::InvalidBootstrapData(message),
+            ));
+        }
     };
     let iso = match crate::cloudinit::render(&seed)
         .map_err(|e| e.to_string())
@@ -187,25 +208,41 @@ pub async fn upload(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error>
     )
 }
 
+/// Why the seed cannot be made.
+enum SeedError {
+    /// The spec or the VM (the condition's reason).
+    Spec(Reason),
+    /// The Ignition config (the step names the Secret).
+    Ignition(IgnitionError),
+}
+
+impl From<Reason> for SeedError {
+    fn from(r: Reason) -> SeedError {
+        SeedError::Spec(r)
+    }
+}
+
 /// The seed: instance-id (the VM's SMBIOS UUID), host name, providerID
-/// when asked, the bootstrap data, and each device's MAC and addresses.
+/// when asked, the bootstrap data (an Ignition config enriched with the
+/// machine's identity and network, docs/flatcar.md), and each device's
+/// MAC and addresses.
 fn seed(
     run: &Run<'_>,
     facts: &Facts,
     config: &VmConfig,
+    node: &NodeName,
+    format: BootstrapFormat,
     user_data: Vec<u8>,
-) -> Result<SeedInput, Reason> {
+) -> Result<SeedInput, SeedError> {
     let Some(uuid) = config.smbios1.as_ref().and_then(|s| s.uuid) else {
-        return Err(Reason::UploadFailed(
-            "the VM has no smbios1 uuid (instance-id)".into(),
-        ));
+        return Err(Reason::UploadFailed("the VM has no smbios1 uuid (instance-id)".into()).into());
     };
     let desired = facts
         .desired
         .as_ref()
         .map_err(|e| Reason::InvalidSpec(e.clone()))?;
     let macs = vmconfig::nic_macs(desired, config, &facts.marker)
-        .map_err(|e| Reason::InvalidSpec(e.to_string()))?;
+        .map_err(|e| SeedError::Spec(Reason::InvalidSpec(e.to_string())))?;
     let plans = run
         .claims
         .as_ref()
@@ -251,12 +288,65 @@ fn seed(
         .metadata_settings
         .and_then(|m| m.provider_id_injection)
         .unwrap_or(false);
-    let provider_id = inject.then(|| provider_id(facts, &uuid.to_string()));
-    Ok(SeedInput {
+    let identity = Identity {
         instance_id: uuid.to_string(),
         hostname: crate::names::hostname(&run.me.name),
-        provider_id,
+        provider_id: provider_id(facts, &uuid.to_string()),
+        zone: facts.instance.clone().unwrap_or_default(),
+        node: node.as_str().to_string(),
+    };
+    seed_input(identity, inject, format, user_data, interfaces).map_err(SeedError::Ignition)
+}
+
+/// Who the machine is, as the seed says it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Identity {
+    /// `instance-id`: the VM's smbios1 UUID.
+    pub instance_id: String,
+    /// The host name.
+    pub hostname: String,
+    /// The machine's providerID (in the ProxmoxCluster's format).
+    pub provider_id: String,
+    /// The failure domain (instance name).
+    pub zone: String,
+    /// The Proxmox node of the VM.
+    pub node: String,
+}
+
+/// The seed input (pure): `user_data` verbatim for cloud-config; for
+/// Ignition, enriched with `who` and `interfaces`
+/// ([`ignition::enrich`], docs/flatcar.md). `meta-data`'s `provider-id`
+/// only when `inject`.
+///
+/// # Errors
+/// [`IgnitionError`] when Ignition data is not a usable config.
+pub fn seed_input(
+    who: Identity,
+    inject: bool,
+    format: BootstrapFormat,
+    user_data: Vec<u8>,
+    interfaces: Vec<Interface>,
+) -> Result<SeedInput, IgnitionError> {
+    let user_data = match format {
+        BootstrapFormat::CloudConfig => user_data,
+        BootstrapFormat::Ignition => ignition::enrich(
+            &user_data,
+            &Enrichment {
+                hostname: &who.hostname,
+                instance_id: &who.instance_id,
+                provider_id: &who.provider_id,
+                zone: &who.zone,
+                node: &who.node,
+                interfaces: &interfaces,
+            },
+        )?,
+    };
+    Ok(SeedInput {
+        instance_id: who.instance_id,
+        hostname: who.hostname,
+        provider_id: inject.then_some(who.provider_id),
         user_data,
+        format,
         interfaces,
     })
 }

@@ -78,6 +78,14 @@ fn preconditions_come_first_and_make_no_proxmox_call() {
     let s = decide(&f);
     assert_eq!(reason(&s), "UnsupportedBootstrapFormat");
     assert_eq!(until(&s), Until::Change);
+    f.owner = Owner::Present {
+        bootstrap: BootstrapData::Invalid(
+            "the bootstrap data Secret wl1/m1-bootstrap (format ignition) is not a usable Ignition config: not a JSON object".into(),
+        ),
+    };
+    let s = decide(&f);
+    assert_eq!(reason(&s), "InvalidBootstrapData");
+    assert_eq!(until(&s), Until::Change);
 }
 
 #[test]

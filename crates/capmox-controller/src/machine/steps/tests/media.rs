@@ -1,5 +1,7 @@
 //! [`crate::machine::steps::media`]: the bootstrap ISO is deleted by its
-//! record, and a failed delete keeps the record (docs/field-cases.md B20).
+//! record, and a failed delete keeps the record (docs/field-cases.md B20);
+//! the seed carries cloud-config verbatim and Ignition enriched
+//! (docs/flatcar.md).
 
 use super::kit::Kit;
 use crate::api::machine::BootstrapMedia;
@@ -92,4 +94,92 @@ async fn an_iso_already_gone_clears_the_record() {
     assert_eq!(out, Observed::MediaDeleted(media().volid));
     assert_eq!(kit.stored().await.status.unwrap().bootstrap_media, None);
     assert!(media().volid.ends_with(ISO));
+}
+
+fn who() -> crate::machine::steps::media::Identity {
+    crate::machine::steps::media::Identity {
+        instance_id: "0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6".into(),
+        hostname: "m1".into(),
+        provider_id: "proxmox://0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6".into(),
+        zone: "dc-a".into(),
+        node: "pve-a1".into(),
+    }
+}
+
+fn device() -> crate::cloudinit::Interface {
+    crate::cloudinit::Interface {
+        index: 0,
+        mac: pve_client::options::MacAddr::parse("BC:24:11:AA:BB:CC").unwrap(),
+        addresses: vec![("10.10.0.20".parse().unwrap(), 24)],
+        gateway4: Some("10.10.0.1".parse().unwrap()),
+        gateway6: None,
+        metric: None,
+        dns: vec![],
+        dhcp4: false,
+        dhcp6: false,
+    }
+}
+
+#[test]
+fn cloud_config_goes_verbatim_and_ignition_enriched() {
+    use crate::cloudinit::BootstrapFormat;
+    use crate::machine::steps::media::seed_input;
+    let cc = b"#cloud-config\nruncmd: []\n".to_vec();
+    let s = seed_input(
+        who(),
+        false,
+        BootstrapFormat::CloudConfig,
+        cc.clone(),
+        vec![],
+    )
+    .unwrap();
+    assert_eq!(s.user_data, cc);
+    assert_eq!(s.provider_id, None);
+
+    let ign = br#"{"ignition":{"version":"3.4.0"}}"#.to_vec();
+    let s = seed_input(who(), true, BootstrapFormat::Ignition, ign, vec![device()]).unwrap();
+    assert_eq!(s.format, BootstrapFormat::Ignition);
+    assert_eq!(
+        s.provider_id.as_deref(),
+        Some("proxmox://0d3c1e4a-5b6c-4d7e-8f90-a1b2c3d4e5f6")
+    );
+    let config: serde_json::Value = serde_json::from_slice(&s.user_data).unwrap();
+    let paths: Vec<&str> = config["storage"]["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/etc/hostname",
+            "/etc/proxmox-env",
+            "/etc/systemd/network/00-eth0.network"
+        ]
+    );
+    // The whole seed: v1 network-config and vendor-data for Ignition.
+    let seed = crate::cloudinit::render(&s).unwrap();
+    assert!(
+        seed.network_config.starts_with("version: 1\n"),
+        "{}",
+        seed.network_config
+    );
+    assert_eq!(seed.vendor_data.as_deref(), Some("#cloud-config\n{}\n"));
+}
+
+#[test]
+fn an_unusable_ignition_config_is_an_error() {
+    use crate::cloudinit::BootstrapFormat;
+    use crate::cloudinit::ignition::IgnitionError;
+    use crate::machine::steps::media::seed_input;
+    let e = seed_input(
+        who(),
+        false,
+        BootstrapFormat::Ignition,
+        b"{\"passwd\":{}}".to_vec(),
+        vec![],
+    )
+    .unwrap_err();
+    assert_eq!(e, IgnitionError::NoVersion);
 }
