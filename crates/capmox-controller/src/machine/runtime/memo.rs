@@ -110,6 +110,9 @@ pub struct Memo {
     pub bootstrap: Option<BootstrapCheck>,
     /// Node and template chosen for the clone, until it is issued.
     pub plan: Option<Plan>,
+    /// The VMID whose destroy task this process saw end OK: while the
+    /// machine is deleted, the VM there is known gone without a listing.
+    pub destroyed: Option<u32>,
 }
 
 impl Memo {
