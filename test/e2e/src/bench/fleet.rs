@@ -385,11 +385,16 @@ mod tests {
         let nodes: Vec<&str> = j.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(
             nodes,
-            ["pve-j1", "pve-j2", "pve-j3", "pve-j4", "pve-j5", "pve-j6", "pve-j7", "pve-j8"]
+            [
+                "pve-j1", "pve-j2", "pve-j3", "pve-j4", "pve-j5", "pve-j6", "pve-j7", "pve-j8"
+            ]
         );
         assert_eq!(j.nodes[7].ip, Some(Ipv4Addr::new(10, 100, 0, 18)));
         assert_eq!(j.templates[0].vmid, 9900);
-        assert_eq!(j.bridges[0].dhcp.as_ref().unwrap().end, Ipv4Addr::new(10, 100, 0, 250));
+        assert_eq!(
+            j.bridges[0].dhcp.as_ref().unwrap().end,
+            Ipv4Addr::new(10, 100, 0, 250)
+        );
     }
 
     #[test]

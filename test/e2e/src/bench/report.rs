@@ -281,9 +281,13 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
     let mut row = |goal: &str, value: Option<(String, bool)>, target: String| {
         let (v, m) = match value {
             Some((v, ok)) => (v, mark(ok)),
-            None => ("not measured".to_string(), "–"),
+            None => ("not measured".to_string(), ""),
         };
-        let _ = writeln!(t, "| {goal} | {v} | {target} {m} |");
+        let _ = writeln!(
+            t,
+            "| {goal} | {v} | {} |",
+            format!("{target} {m}").trim_end()
+        );
     };
     for (name, what) in [
         ("spread-60", "0→60 machines, 3 DCs × 4 nodes, spread"),
@@ -306,8 +310,10 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
     };
     row(
         "Proxmox API calls per provisioned machine, all endpoints incl. polling (worst scenario)",
-        worst(&|o| (o.up.reached == o.up.machines).then(|| o.up.per_machine(o.up.controller_calls())))
-            .map(|(c, n)| (format!("{c:.1} ({n})"), c <= targets::CALLS_PER_PROVISIONED)),
+        worst(&|o| {
+            (o.up.reached == o.up.machines).then(|| o.up.per_machine(o.up.controller_calls()))
+        })
+        .map(|(c, n)| (format!("{c:.1} ({n})"), c <= targets::CALLS_PER_PROVISIONED)),
         format!("≤ {}", targets::CALLS_PER_PROVISIONED),
     );
     row(
@@ -334,7 +340,8 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
         format!("≤ {:.0} MiB", targets::IDLE_RSS_MIB),
     );
     let (cpu, reconciles) = done.iter().fold((0.0, 0.0), |(c, r), o| {
-        let cpu = o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
+        let cpu =
+            o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
         let rec = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
         (c + cpu.as_secs_f64(), r + rec)
     });
