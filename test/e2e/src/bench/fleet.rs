@@ -1,5 +1,5 @@
-//! The simulated fleet of the benchmark: `N` Proxmox VE datacenters of four
-//! nodes each, the workload cluster's manifests over all of them (the
+//! The simulated fleet of the benchmark: `N` Proxmox VE datacenters of `M`
+//! nodes each (up to [`MAX_DATACENTERS`] × [`MAX_NODES_PER_DATACENTER`]), the workload cluster's manifests over all of them (the
 //! repository's multi-instance template, extended past its three instances
 //! when more datacenters are simulated), and the lower-bound request for the
 //! machines as they were actually placed.
@@ -14,18 +14,19 @@ use crate::env::{self, Env};
 use crate::error::{E2eError, Result};
 use crate::{clusterctl, scenario};
 
-/// Nodes per simulated datacenter.
-pub const NODES_PER_DATACENTER: u32 = 4;
+/// The most nodes per simulated datacenter (`pve-<letter>1` … `pve-<letter>8`).
+pub const MAX_NODES_PER_DATACENTER: u32 = 8;
 
 /// Memory of every simulated node, GiB (a common hypervisor size; the
-/// 1,000-machine run puts 200 workers of 8 GiB on each datacenter).
+/// 1,000-machine run puts 100 workers of 8 GiB on each datacenter of eight nodes).
 pub const NODE_MEMORY_GIB: u64 = 512;
 
 /// Cores of every simulated node.
 pub const NODE_CORES: u32 = 64;
 
-/// The most datacenters the benchmark simulates (`dc-a` … `dc-e`).
-pub const MAX_DATACENTERS: usize = 5;
+/// The most datacenters the benchmark simulates (`dc-a` … `dc-j`; the
+/// second octet of their networks, `10 × (i + 1)`, stays below 256).
+pub const MAX_DATACENTERS: usize = 10;
 
 /// Name of datacenter `i` (0-based): `dc-a`, `dc-b`, …
 pub fn datacenter(i: usize) -> String {
@@ -42,19 +43,25 @@ fn net(i: usize) -> u8 {
 }
 
 /// `datacenters` simulated Proxmox VE clusters (`dc-a` …), each a copy of
-/// pve-sim's built-in `dc-a` with [`NODES_PER_DATACENTER`] nodes
-/// `pve-<letter>1…4` of [`NODE_CORES`] cores and [`NODE_MEMORY_GIB`] GiB,
+/// pve-sim's built-in `dc-a` with `nodes` nodes
+/// `pve-<letter>1…<nodes>` of [`NODE_CORES`] cores and [`NODE_MEMORY_GIB`] GiB,
 /// its template (VMID `9000 + 100 × i`, `ubuntu-2404-kube`, 20 GiB on the
 /// shared `ceph` storage of 20 TiB) on the first node, DHCP on `vmbr0` in
 /// `10.<10 × (i + 1)>.0.100-250`, and pve-sim's default (realistic) task
 /// durations.
 ///
 /// # Errors
-/// [`E2eError::Sim`] for 0 or more than [`MAX_DATACENTERS`] datacenters.
-pub fn sim_config(datacenters: usize) -> Result<SimConfig> {
+/// [`E2eError::Sim`] for 0 or more than [`MAX_DATACENTERS`] datacenters,
+/// or 0 or more than [`MAX_NODES_PER_DATACENTER`] nodes.
+pub fn sim_config(datacenters: usize, nodes: u32) -> Result<SimConfig> {
     if datacenters == 0 || datacenters > MAX_DATACENTERS {
         return Err(E2eError::Sim(format!(
             "the benchmark simulates 1 to {MAX_DATACENTERS} datacenters, not {datacenters}"
+        )));
+    }
+    if nodes == 0 || nodes > MAX_NODES_PER_DATACENTER {
+        return Err(E2eError::Sim(format!(
+            "the benchmark simulates 1 to {MAX_NODES_PER_DATACENTER} nodes per datacenter, not {nodes}"
         )));
     }
     let mut cfg = SimConfig::builtin_default();
@@ -71,7 +78,7 @@ pub fn sim_config(datacenters: usize) -> Result<SimConfig> {
             c.name = datacenter(i);
             let template_node = format!("pve-{l}1");
             let proto = c.nodes.first().cloned();
-            c.nodes = (1..=NODES_PER_DATACENTER)
+            c.nodes = (1..=nodes)
                 .filter_map(|k| {
                     let mut node = proto.clone()?;
                     node.name = format!("pve-{l}{k}");
@@ -345,7 +352,7 @@ mod tests {
 
     #[test]
     fn five_datacenters_of_four_nodes() {
-        let cfg = sim_config(5).unwrap();
+        let cfg = sim_config(5, 4).unwrap();
         cfg.validate().unwrap();
         let names: Vec<&str> = cfg.clusters.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["dc-a", "dc-b", "dc-c", "dc-d", "dc-e"]);
@@ -363,8 +370,31 @@ mod tests {
         // pve-sim's realistic durations are kept.
         assert_eq!(e.timings.clone_full, 60.0);
         assert_eq!(e.timings.boot, 100.0);
-        assert!(sim_config(0).is_err());
-        assert!(sim_config(6).is_err());
+        assert!(sim_config(0, 4).is_err());
+        assert!(sim_config(11, 4).is_err());
+        assert!(sim_config(3, 0).is_err());
+        assert!(sim_config(3, 9).is_err());
+    }
+
+    #[test]
+    fn ten_datacenters_of_eight_nodes() {
+        let cfg = sim_config(10, 8).unwrap();
+        cfg.validate().unwrap();
+        let j = &cfg.clusters[9];
+        assert_eq!(j.name, "dc-j");
+        let nodes: Vec<&str> = j.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(
+            nodes,
+            [
+                "pve-j1", "pve-j2", "pve-j3", "pve-j4", "pve-j5", "pve-j6", "pve-j7", "pve-j8"
+            ]
+        );
+        assert_eq!(j.nodes[7].ip, Some(Ipv4Addr::new(10, 100, 0, 18)));
+        assert_eq!(j.templates[0].vmid, 9900);
+        assert_eq!(
+            j.bridges[0].dhcp.as_ref().unwrap().end,
+            Ipv4Addr::new(10, 100, 0, 250)
+        );
     }
 
     #[test]

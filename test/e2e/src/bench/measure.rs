@@ -21,6 +21,8 @@ use crate::error::{E2eError, Result};
 pub struct ProcessFigures {
     /// Peak resident set size (`VmHWM`), KiB.
     pub peak_rss_kib: u64,
+    /// Resident set size now (`VmRSS`), KiB.
+    pub rss_kib: u64,
     /// User + system CPU time consumed so far.
     pub cpu: Duration,
 }
@@ -47,8 +49,17 @@ pub fn clock_ticks() -> u64 {
 
 /// `VmHWM` of a `/proc/<pid>/status` text, KiB.
 pub fn parse_vm_hwm(status: &str) -> Option<u64> {
+    status_kib(status, "VmHWM:")
+}
+
+/// `VmRSS` of a `/proc/<pid>/status` text, KiB.
+pub fn parse_vm_rss(status: &str) -> Option<u64> {
+    status_kib(status, "VmRSS:")
+}
+
+fn status_kib(status: &str, field: &str) -> Option<u64> {
     status.lines().find_map(|l| {
-        let rest = l.strip_prefix("VmHWM:")?;
+        let rest = l.strip_prefix(field)?;
         rest.trim().trim_end_matches("kB").trim().parse().ok()
     })
 }
@@ -78,6 +89,8 @@ pub fn process(pid: &str, ticks_per_second: u64) -> Result<ProcessFigures> {
     let stat = std::fs::read_to_string(&stat_path).map_err(|e| io(&stat_path, e))?;
     let peak_rss_kib = parse_vm_hwm(&status)
         .ok_or_else(|| E2eError::Contract(format!("no VmHWM in {}", status_path.display())))?;
+    let rss_kib = parse_vm_rss(&status)
+        .ok_or_else(|| E2eError::Contract(format!("no VmRSS in {}", status_path.display())))?;
     let ticks = parse_cpu_ticks(&stat).ok_or_else(|| {
         E2eError::Contract(format!(
             "cannot read utime/stime of {}",
@@ -86,6 +99,7 @@ pub fn process(pid: &str, ticks_per_second: u64) -> Result<ProcessFigures> {
     })?;
     Ok(ProcessFigures {
         peak_rss_kib,
+        rss_kib,
         cpu: Duration::from_secs_f64(ticks as f64 / ticks_per_second.max(1) as f64),
     })
 }
@@ -325,6 +339,7 @@ mod tests {
             "Name:\tcapmox\nVmPeak:\t  900000 kB\nVmHWM:\t   23456 kB\nVmRSS:\t   20000 kB\n";
         assert_eq!(parse_vm_hwm(status), Some(23456));
         assert_eq!(parse_vm_hwm("Name: x\n"), None);
+        assert_eq!(parse_vm_rss(status), Some(20000));
         // pid (comm with ") " inside) state ppid pgrp session tty tpgid flags
         // minflt cminflt majflt cmajflt utime stime ...
         let stat = "4242 (capmox (x) y) S 1 2 3 4 5 6 7 8 9 10 250 75 0 0 20 0 12";

@@ -25,12 +25,18 @@ pub const END: &str = "<!-- bench:end -->";
 
 /// Targets this project holds itself to (reported, never asserted).
 pub mod targets {
-    /// PVE API calls per provisioned machine.
-    pub const CALLS_PER_PROVISIONED: f64 = 15.0;
-    /// PVE API calls per deleted machine.
-    pub const CALLS_PER_DELETED: f64 = 6.0;
+    /// PVE API calls per provisioned machine, every endpoint, polling included.
+    pub const CALLS_PER_PROVISIONED: f64 = 8.0;
+    /// PVE API calls per deleted machine, in every scenario.
+    pub const CALLS_PER_DELETED: f64 = 3.0;
     /// Controller peak RSS at 1,000 machines, MiB.
     pub const PEAK_RSS_MIB_AT_1000: f64 = 40.0;
+    /// Controller RSS with the manager up and no objects, MiB.
+    pub const IDLE_RSS_MIB: f64 = 15.0;
+    /// Controller CPU per reconcile (mean over the measured phases), ms.
+    pub const CPU_MS_PER_RECONCILE: f64 = 0.5;
+    /// The benchmark's runs (the build before them not counted), minutes.
+    pub const RUN_MINUTES: f64 = 10.0;
 }
 
 /// Where and when the benchmark ran.
@@ -165,8 +171,13 @@ pub fn one_line(o: &Outcome) -> String {
 /// The summary table (one row per scenario).
 pub fn summary(results: &[ScenarioResult]) -> String {
     let mut t = String::new();
-    t.push_str("| scenario | machines | to all provisioned | lower bound | ratio (target) | slowest machine ÷ bound | to all deleted | PVE calls / provisioned machine (≤ 15) | PVE calls / deleted machine (≤ 6) | reconciles / machine (up + down) | controller peak RSS | controller CPU | leftovers VMs / ISOs / claims / addresses |\n");
-    t.push_str("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    let _ = writeln!(
+        t,
+        "| scenario | machines | to all provisioned | lower bound | ratio (target) | slowest machine ÷ bound | to all deleted | PVE calls / provisioned machine (≤ {}) | PVE calls / deleted machine (≤ {}) | reconciles / machine (up + down) | controller peak RSS | controller idle RSS | controller CPU | CPU / reconcile | leftovers VMs / ISOs / claims / addresses |",
+        targets::CALLS_PER_PROVISIONED,
+        targets::CALLS_PER_DELETED
+    );
+    t.push_str("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in results {
         match r {
             ScenarioResult::Failed {
@@ -176,7 +187,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
             } => {
                 let _ = writeln!(
                     t,
-                    "| {} | {} | failed after {:.0} s real: {} ||||||||||||",
+                    "| {} | {} | failed after {:.0} s real: {} ||||||||||||||",
                     scenario.name,
                     scenario.machines(),
                     after.as_secs_f64(),
@@ -217,10 +228,11 @@ pub fn summary(results: &[ScenarioResult]) -> String {
                         .map_or(0.0, |d| d.per_machine(d.machine_reconciles()));
                 let cpu = o.up.controller_cpu
                     + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
+                let per_reconcile = cpu_ms_per_reconcile(o);
                 let l = &o.leftovers;
                 let _ = writeln!(
                     t,
-                    "| {} | {} | {provisioned} | {lb} | {ratio} | {own} | {down} | {up_calls:.1} {} | {} | {rec:.1} | {:.1} MiB | {:.1} s | {} / {} / {} / {}{} |",
+                    "| {} | {} | {provisioned} | {lb} | {ratio} | {own} | {down} | {up_calls:.1} {} | {} | {rec:.1} | {:.1} MiB | {:.1} MiB | {:.1} s | {per_reconcile:.2} ms | {} / {} / {} / {}{} |",
                     o.scenario.name,
                     o.up.machines,
                     mark(up_calls <= targets::CALLS_PER_PROVISIONED),
@@ -229,6 +241,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
                         mark(c <= targets::CALLS_PER_DELETED)
                     )),
                     mib(o.controller.peak_rss_kib),
+                    mib(o.idle_rss_kib),
                     cpu.as_secs_f64(),
                     l.vms,
                     l.isos,
@@ -239,6 +252,113 @@ pub fn summary(results: &[ScenarioResult]) -> String {
             }
         }
     }
+    t
+}
+
+/// Controller CPU per reconcile of any controller in a scenario's measured
+/// phases (scale-up and scale-down), ms.
+fn cpu_ms_per_reconcile(o: &Outcome) -> f64 {
+    let cpu = o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
+    let reconciles = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
+    1000.0 * cpu.as_secs_f64() / reconciles.max(1.0)
+}
+
+/// The goals of the run, one row each (docs/benchmarks.md, "Goals"): the
+/// ratio of the three spread scenarios, the calls per provisioned and per
+/// deleted machine (the worst scenario), peak RSS at 1,000 machines, idle
+/// RSS (the largest of the environments), CPU per reconcile (all measured
+/// phases together) and the run's wall time.
+pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
+    let done: Vec<&Outcome> = results
+        .iter()
+        .filter_map(|r| match r {
+            ScenarioResult::Done(o) => Some(o.as_ref()),
+            ScenarioResult::Failed { .. } => None,
+        })
+        .collect();
+    let by_name = |n: &str| done.iter().copied().find(|o| o.scenario.name == n);
+    let mut t = String::from("| goal | this run | target |\n|---|---:|---|\n");
+    let mut row = |goal: &str, value: Option<(String, bool)>, target: String| {
+        let (v, m) = match value {
+            Some((v, ok)) => (v, mark(ok)),
+            None => ("not measured".to_string(), ""),
+        };
+        let _ = writeln!(
+            t,
+            "| {goal} | {v} | {} |",
+            format!("{target} {m}").trim_end()
+        );
+    };
+    for (name, what) in [
+        ("spread-60", "0→60 machines, 3 DCs × 4 nodes, spread"),
+        ("spread-300", "0→300 machines, same DCs"),
+        ("spread-1000", "0→1,000 machines, 10 DCs × 8 nodes"),
+    ] {
+        let o = by_name(name);
+        let target = o.and_then(|o| o.scenario.ratio_target);
+        row(
+            &format!("{what}: last provisioned / lower bound"),
+            o.and_then(Outcome::ratio)
+                .map(|r| (format!("{r:.2}"), target.is_some_and(|t| r <= t))),
+            target.map_or("–".into(), |t| format!("≤ {t:.2}")),
+        );
+    }
+    let worst = |f: &dyn Fn(&Outcome) -> Option<f64>| {
+        done.iter()
+            .filter_map(|o| Some((f(o)?, o.scenario.name)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+    };
+    row(
+        "Proxmox API calls per provisioned machine, all endpoints incl. polling (worst scenario)",
+        worst(&|o| {
+            (o.up.reached == o.up.machines).then(|| o.up.per_machine(o.up.controller_calls()))
+        })
+        .map(|(c, n)| (format!("{c:.1} ({n})"), c <= targets::CALLS_PER_PROVISIONED)),
+        format!("≤ {}", targets::CALLS_PER_PROVISIONED),
+    );
+    row(
+        "Proxmox API calls per deleted machine (worst scenario)",
+        worst(&|o| o.down.as_ref().map(|d| d.per_machine(d.controller_calls())))
+            .map(|(c, n)| (format!("{c:.1} ({n})"), c <= targets::CALLS_PER_DELETED)),
+        format!("≤ {} in every scenario", targets::CALLS_PER_DELETED),
+    );
+    row(
+        "controller peak RSS at 1,000 ProxmoxMachines",
+        done.iter()
+            .filter(|o| o.up.machines >= 1000)
+            .map(|o| mib(o.controller.peak_rss_kib))
+            .max_by(f64::total_cmp)
+            .map(|m| (format!("{m:.1} MiB"), m <= targets::PEAK_RSS_MIB_AT_1000)),
+        format!("≤ {:.0} MiB", targets::PEAK_RSS_MIB_AT_1000),
+    );
+    row(
+        "controller idle RSS (manager up, no objects; largest environment)",
+        done.iter()
+            .map(|o| mib(o.idle_rss_kib))
+            .max_by(f64::total_cmp)
+            .map(|m| (format!("{m:.1} MiB"), m <= targets::IDLE_RSS_MIB)),
+        format!("≤ {:.0} MiB", targets::IDLE_RSS_MIB),
+    );
+    let (cpu, reconciles) = done.iter().fold((0.0, 0.0), |(c, r), o| {
+        let cpu =
+            o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
+        let rec = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
+        (c + cpu.as_secs_f64(), r + rec)
+    });
+    row(
+        "controller CPU per machine reconcile (mean, every measured phase)",
+        (reconciles > 0.0).then(|| {
+            let ms = 1000.0 * cpu / reconciles;
+            (format!("{ms:.2} ms"), ms <= targets::CPU_MS_PER_RECONCILE)
+        }),
+        format!("≤ {} ms", targets::CPU_MS_PER_RECONCILE),
+    );
+    let minutes = info.total.as_secs_f64() / 60.0;
+    row(
+        "`make bench` wall time (the runs; the build before them is not counted)",
+        Some((format!("{minutes:.1} min"), minutes <= targets::RUN_MINUTES)),
+        format!("≤ {:.0} min", targets::RUN_MINUTES),
+    );
     t
 }
 
@@ -497,6 +617,8 @@ pub fn generated(info: &RunInfo, results: &[ScenarioResult]) -> String {
         },
         info.total.as_secs_f64()
     );
+    t.push_str(&goals(info, results));
+    t.push('\n');
     t.push_str(&summary(results));
     let _ = writeln!(
         t,

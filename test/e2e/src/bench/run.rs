@@ -29,8 +29,10 @@ pub struct Scenario {
     pub name: &'static str,
     /// One line for the table.
     pub about: &'static str,
-    /// Simulated datacenters (four nodes each).
+    /// Simulated datacenters.
     pub datacenters: usize,
+    /// Nodes of each datacenter.
+    pub nodes: u32,
     /// Workers per datacenter, in datacenter order (`dc-a` first).
     pub workers: Vec<usize>,
     /// Scale back to zero and time the deletion.
@@ -211,6 +213,10 @@ pub struct Outcome {
     /// The controller process at the end (before the teardown): peak RSS
     /// and total CPU time.
     pub controller: ProcessFigures,
+    /// The controller's resident set size with the manager up and no
+    /// object of the workload cluster applied yet (`VmRSS` one second
+    /// after its metrics endpoint answered), KiB.
+    pub idle_rss_kib: u64,
     /// Left behind: after deleting the Cluster, or (in a shared
     /// environment) after scaling to zero, beyond the control plane's.
     pub leftovers: Leftovers,
@@ -252,6 +258,7 @@ pub async fn run(sc: &Scenario, opts: &RunOptions) -> Result<Outcome> {
         let probe = prepare(&mut env, sc.name, opts, started).await?;
         let mut o = measure(&mut env, sc, &probe, opts, started).await?;
         o.controller = probe.process()?;
+        o.idle_rss_kib = probe.idle_rss_kib;
         eprintln!(
             "bench: {}: deleting the Cluster ({:.1} s)",
             sc.name,
@@ -323,8 +330,10 @@ pub async fn run_shared(scs: &[Scenario], opts: &RunOptions) -> Vec<Result<Outco
                 let now = probe.process()?;
                 o.controller = ProcessFigures {
                     peak_rss_kib: now.peak_rss_kib,
+                    rss_kib: now.rss_kib,
                     cpu: now.cpu.saturating_sub(cpu0),
                 };
+                o.idle_rss_kib = probe.idle_rss_kib;
                 if let Err(e) = peak_reset {
                     eprintln!("bench: {}: the controller's peak RSS could not be reset ({e}); it counts from the environment's start", sc.name);
                 }
@@ -382,7 +391,7 @@ async fn start_env(sc: &Scenario, opts: &RunOptions) -> Result<Env> {
     let mut eo = EnvOptions::new(&format!("bench-{}", sc.name));
     eo.time_scale = sc.time_scale(opts);
     eo.seed = opts.seed;
-    eo.sim = Some(fleet::sim_config(sc.datacenters)?);
+    eo.sim = Some(fleet::sim_config(sc.datacenters, sc.nodes)?);
     eo.wait_floor = opts.phase_timeout;
     eo.log_level = "info".into();
     eo.controller_args = opts.controller_args.clone();
@@ -404,6 +413,8 @@ struct Probe {
     pid: String,
     metrics: String,
     ticks: u64,
+    /// `VmRSS` before the workload cluster was applied, KiB.
+    idle_rss_kib: u64,
 }
 
 impl Probe {
@@ -412,16 +423,27 @@ impl Probe {
     }
 }
 
+/// How long after its metrics endpoint answered the controller's idle
+/// resident set is read (its watches have listed the empty namespace).
+const IDLE_SETTLE: Duration = Duration::from_secs(1);
+
 /// Applies the workload cluster and waits for its control-plane machine
 /// (provisioned, Node joined) and a quiet simulator.
 async fn prepare(env: &mut Env, name: &str, opts: &RunOptions, started: Instant) -> Result<Probe> {
     let pid = env
         .controller_pid()
         .ok_or_else(|| E2eError::Controller("not running".into()))?;
+    let metrics = measure::metrics_address(&env.controller_log(), Duration::from_secs(60)).await?;
+    // Idle: the manager up (watches started on empty lists), nothing of
+    // the workload cluster applied yet.
+    tokio::time::sleep(IDLE_SETTLE).await;
+    let ticks = measure::clock_ticks();
+    let idle = measure::process(&pid.to_string(), ticks)?;
     let probe = Probe {
         pid: pid.to_string(),
-        metrics: measure::metrics_address(&env.controller_log(), Duration::from_secs(60)).await?,
-        ticks: measure::clock_ticks(),
+        metrics,
+        ticks,
+        idle_rss_kib: idle.rss_kib,
     };
     let say = |what: &str| {
         eprintln!(
@@ -504,6 +526,7 @@ async fn measure(
         lower_bound,
         placements,
         controller: ProcessFigures::default(),
+        idle_rss_kib: 0,
         leftovers: Leftovers::default(),
         leftovers_when: LeftoversWhen::ClusterDeleted,
         total: Duration::ZERO,

@@ -228,6 +228,11 @@ impl Facts {
                     TaskEnd::Succeeded(
                         Operation::Upload | Operation::DeleteVolume | Operation::Configure,
                     ) => {}
+                    // Proxmox removes the VM's config at the end of its
+                    // destroy task (`DELETE /nodes/{node}/qemu/{vmid}`): a
+                    // destroy that ended OK proves the VM gone, no listing
+                    // needed to see it.
+                    TaskEnd::Succeeded(Operation::Destroy) => self.vm = Some(VmFact::Absent),
                     TaskEnd::Succeeded(_) | TaskEnd::Lost(_) | TaskEnd::Failed { .. } => {
                         self.vm = None;
                     }

@@ -6,6 +6,12 @@
 //! one node, a local one from each node that has it) with
 //! `GET /nodes/{node}/storage/{storage}/content?content=iso`; files named
 //! after this machine's UID (`capmox-<vmid>-<uid>.iso`) are reported.
+//!
+//! A sweep that found none during the deletion is not repeated by the
+//! deletion's later reconciles (releasing the claims, removing the
+//! finalizer): nothing is uploaded while a machine is deleted. Before, every
+//! one of them listed every ISO storage again (15 listings per deleted
+//! machine in spread-60: three sweeps of five storages).
 
 use std::collections::BTreeSet;
 
@@ -23,6 +29,9 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             detail,
         }))
     };
+    if facts.deleting && run.rt().memo(&run.me.uid).media_swept {
+        return Observed::MediaFound(Vec::new());
+    }
     let Ok(inst) = run.instance().cloned() else {
         return unreachable("no client".into());
     };
@@ -70,6 +79,9 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
                 ));
             }
         }
+    }
+    if facts.deleting && found.is_empty() {
+        run.rt().update_memo(&run.me.uid, |m| m.media_swept = true);
     }
     Observed::MediaFound(found)
 }

@@ -5,6 +5,8 @@
 //! - **Creating**, node known (`status.proxmoxNode` or our last view): its
 //!   config on that node (authoritative; the steps need it anyway). A
 //!   "does not exist" there means it moved or is gone: the listing decides.
+//! - **Deleting, after our destroy task of the VMID ended OK**: gone, no
+//!   call (Proxmox removes the config at the end of the destroy task).
 //! - **Otherwise** (provisioned, deleting, node unknown): the instance's
 //!   shared `/cluster/resources` listing — one call serves every machine of
 //!   the instance for a short while (docs/proxmox-semantics.md §9). A VM
@@ -35,6 +37,11 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
         return Observed::Vm(VmFact::Unreachable(unreachable(facts, "no client")));
     };
     let memo = run.rt().memo(&run.me.uid);
+    // Our destroy of this VMID ended OK (no clone is issued while the
+    // machine is deleted): gone, without a listing.
+    if facts.deleting && memo.destroyed == Some(vmid.get()) {
+        return Observed::Vm(VmFact::Absent);
+    }
     let node = memo.vm_at(vmid.get()).map(|v| v.node.clone()).or_else(|| {
         run.status
             .proxmox_node

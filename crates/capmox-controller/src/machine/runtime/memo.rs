@@ -113,6 +113,13 @@ pub struct Memo {
     /// The last check of Ignition bootstrap data, so a Secret is read
     /// again only when it changed.
     pub ignition: Option<IgnitionCheck>,
+    /// The VMID whose destroy task this process saw end OK: while the
+    /// machine is deleted, the VM there is known gone without a listing.
+    pub destroyed: Option<u32>,
+    /// The deletion's sweep of the instance's ISO storages found no ISO of
+    /// this machine: nothing is uploaded while a machine is deleted, so
+    /// later reconciles of the deletion need not list them again.
+    pub media_swept: bool,
 }
 
 /// The result of checking an Ignition bootstrap data Secret

@@ -108,7 +108,10 @@ pub async fn clear(run: &mut Run<'_>, facts: &Facts, end: TaskEnd) -> Result<Obs
                         out.push(Observed::MediaDeleted(v));
                     }
                 }
-                Operation::Destroy => rt.update_memo(&uid, |m| m.forget_vm(now)),
+                Operation::Destroy => rt.update_memo(&uid, |m| {
+                    m.forget_vm(now);
+                    m.destroyed = facts.vmid;
+                }),
                 Operation::Configure | Operation::Resize => {}
                 Operation::Boot | Operation::AgentExec | Operation::Bootstrap => {}
             }

@@ -551,6 +551,14 @@ fn deletion_never_touches_a_vm_that_is_not_ours_and_says_when_it_cannot_ask() {
         decide(&f),
         Step::ClearTask(TaskEnd::Succeeded(Operation::Destroy))
     );
+    // A destroy that ended OK leaves the VM gone: the deletion goes on to
+    // the ISO sweep without looking at the VM again.
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(
+        Operation::Destroy,
+    )));
+    assert_eq!(f.vm, Some(VmFact::Absent));
+    f.media_found = None;
+    assert_eq!(decide(&f), Step::Observe(Observe::Media));
 }
 
 #[test]
