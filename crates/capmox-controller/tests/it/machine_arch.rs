@@ -98,3 +98,60 @@ async fn an_x86_only_cpu_model_on_aarch64_is_refused_before_the_clone() {
     w.delete_and_drive("m-v3").await;
     assert!(w.vms("dc-b").is_empty());
 }
+
+#[tokio::test]
+async fn a_template_pinned_to_an_aarch64_instance_reports_arm64_for_the_autoscaler() {
+    use capmox_controller::api::{
+        ProxmoxMachineTemplate, ProxmoxMachineTemplateResource, ProxmoxMachineTemplateSpec,
+    };
+    use kube::Api;
+    use kube::api::PostParams;
+    use std::sync::Arc;
+
+    let w = world_with(arm_world()).await;
+    w.cluster("wl1", multi(vec![arm_instance(), instance("dc-a", 10)]))
+        .await;
+    let api: Api<ProxmoxMachineTemplate> = Api::namespaced(w.client.clone(), NS);
+    let mut want = Vec::new();
+    for (name, pinned) in [("arm", Some("dc-b")), ("x86", Some("dc-a")), ("any", None)] {
+        let mut t = ProxmoxMachineTemplate::new(
+            name,
+            ProxmoxMachineTemplateSpec {
+                template: ProxmoxMachineTemplateResource {
+                    metadata: None,
+                    spec: ProxmoxMachineSpec {
+                        instance: pinned.map(str::to_string),
+                        ..ProxmoxMachineSpec::default()
+                    },
+                },
+            },
+        );
+        t.metadata.namespace = Some(NS.into());
+        t.metadata.labels = Some(
+            [(
+                "cluster.x-k8s.io/cluster-name".to_string(),
+                "wl1".to_string(),
+            )]
+            .into(),
+        );
+        let created = api.create(&PostParams::default(), &t).await.unwrap();
+        capmox_controller::template_status::reconcile(Arc::new(created), w.shared.clone())
+            .await
+            .unwrap();
+        let got = api.get(name).await.unwrap();
+        want.push((
+            name,
+            got.status
+                .and_then(|s| s.node_info)
+                .and_then(|n| n.architecture),
+        ));
+    }
+    assert_eq!(
+        want,
+        [
+            ("arm", Some("arm64".to_string())),
+            ("x86", Some("amd64".to_string())),
+            ("any", Some("amd64".to_string())),
+        ]
+    );
+}
