@@ -20,6 +20,7 @@ pub use crate::machine::plan::placement::Selected;
 use crate::machine::plan::scheduler::ScheduleError;
 use crate::machine::plan::template::TemplateError;
 use crate::machine::plan::vmid::VmidError;
+use crate::machine::vm::arch::ArchError;
 
 /// A condition or event reason, with what its message says.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,6 +87,9 @@ pub enum Reason {
     Template(TemplateError),
     /// No node can take the VM.
     NoNode(ScheduleError),
+    /// What the machine asks cannot be made on its VM's architecture
+    /// (refused before the clone).
+    ArchitectureUnfit(ArchError),
     /// No VMID can be reserved.
     Vmid(VmidError),
     /// The recorded VMID cannot be this machine's: out of range, a
@@ -306,6 +310,7 @@ impl Reason {
                 ScheduleError::Storage { .. } => "StorageNotAvailable",
                 _ => "NoNodeAvailable",
             },
+            Reason::ArchitectureUnfit(_) => "ArchitectureUnfit",
             Reason::Vmid(e) => match e {
                 VmidError::Exhausted { .. } => "VMIDRangeExhausted",
                 VmidError::HeldByOther { .. } => "VMIDInUse",
@@ -401,6 +406,7 @@ impl Reason {
             }
             Reason::Template(e) => e.to_string(),
             Reason::NoNode(e) => e.to_string(),
+            Reason::ArchitectureUnfit(e) => e.to_string(),
             Reason::Vmid(e) => e.to_string(),
             Reason::InvalidVmid { vmid, found } => format!(
                 "spec.virtualMachineID {vmid} cannot be this machine's VM: {found}; it is left alone and no VM is cloned. Delete the machine (CAPI replaces it) or clear spec.virtualMachineID to let the provider reserve one"
@@ -499,6 +505,7 @@ impl Reason {
             | Reason::HaConfigurationInvalid(_)
             | Reason::MissingPrivileges(_)
             | Reason::ProviderIdInUse { .. }
+            | Reason::ArchitectureUnfit(_)
             | Reason::IsoStorageUnfit(_) => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,

@@ -8,9 +8,14 @@
 //!   not read.
 //! - `capacity.memory` = `<memoryMiB>Mi`; left out when `memoryMiB` is not set
 //!   (same reason).
-//! - `nodeInfo`: `architecture: amd64`, `operatingSystem: linux` — the
-//!   machines are x86-64 QEMU VMs booted with cloud-init; nothing in the
-//!   spec says otherwise.
+//! - `nodeInfo.operatingSystem: linux`; `nodeInfo.architecture` (Kubernetes
+//!   words, `amd64` or `arm64`) is the architecture of the instance the
+//!   template's `spec.instance` names, when that instance of the
+//!   ProxmoxCluster sets `arch` (docs/vm-shapes.md) ▸ the architecture of
+//!   the template's `cpu.type` when it is a model for one architecture only
+//!   (`x86-64-v3` → `amd64`) ▸ `amd64`. The ProxmoxCluster is read when
+//!   the template changes (a later change of the instance's `arch` shows
+//!   on the template's next change).
 //!
 //! Status is written by server-side apply (field manager
 //! `capmox-controller`) and only when it changes.
@@ -31,12 +36,32 @@ use crate::api::{
 };
 use crate::context::{FIELD_MANAGER, Shared};
 use crate::error::Error;
+use pve_client::options::{Arch, cpu_model_kind};
 
 /// The controller name in metrics.
 pub const CONTROLLER: &str = "proxmoxmachinetemplate";
 
-/// The status a template's machine spec implies (pure).
-pub fn status_for(spec: &ProxmoxMachineSpec) -> ProxmoxMachineTemplateStatus {
+/// The Kubernetes architecture (`amd64`, `arm64`) of machines of `spec`
+/// placed in an instance whose `arch` is `instance_arch` (module rules).
+pub fn architecture(spec: &ProxmoxMachineSpec, instance_arch: Option<Arch>) -> &'static str {
+    let from_cpu = spec
+        .cpu
+        .as_ref()
+        .and_then(|c| c.type_.as_deref())
+        .and_then(|t| cpu_model_kind(t).ok())
+        .and_then(|k| k.arch());
+    match instance_arch.or(from_cpu).unwrap_or(Arch::X86_64) {
+        Arch::X86_64 => "amd64",
+        Arch::Aarch64 => "arm64",
+    }
+}
+
+/// The status a template's machine spec implies (pure); `instance_arch`
+/// is the `arch` of the instance `spec.instance` names, if any.
+pub fn status_for(
+    spec: &ProxmoxMachineSpec,
+    instance_arch: Option<Arch>,
+) -> ProxmoxMachineTemplateStatus {
     let mut capacity = BTreeMap::new();
     if let Some(cores) = spec.num_cores {
         let cpu = u64::from(cores) * u64::from(spec.num_sockets.unwrap_or(1));
@@ -48,10 +73,34 @@ pub fn status_for(spec: &ProxmoxMachineSpec) -> ProxmoxMachineTemplateStatus {
     ProxmoxMachineTemplateStatus {
         capacity,
         node_info: Some(NodeInfo {
-            architecture: Some("amd64".into()),
+            architecture: Some(architecture(spec, instance_arch).into()),
             operating_system: Some("linux".into()),
         }),
     }
+}
+
+/// The `arch` of the instance the template's machines are pinned to
+/// (`spec.instance`), read from the ProxmoxCluster of the template's
+/// cluster (`cluster.x-k8s.io/cluster-name` label); `None` when any of
+/// them is not there.
+async fn instance_arch(
+    template: &ProxmoxMachineTemplate,
+    shared: &Shared,
+) -> Result<Option<Arch>, Error> {
+    let spec = &template.spec.template.spec;
+    let (Some(instance), Some(cluster)) = (
+        spec.instance.as_deref(),
+        template.labels().get(crate::capi::CLUSTER_NAME_LABEL),
+    ) else {
+        return Ok(None);
+    };
+    let ns = template.namespace().unwrap_or_default();
+    let pc = crate::webhook::lookup::proxmox_cluster(&shared.kube, &ns, cluster).await?;
+    Ok(pc
+        .and_then(|pc| pc.settings)
+        .and_then(|s| s.instances.into_iter().find(|i| i.name == instance))
+        .and_then(|i| i.arch)
+        .map(|a| a.arch()))
 }
 
 /// Reconciles one template: writes its status when it differs.
@@ -73,7 +122,8 @@ pub async fn reconcile(
 }
 
 async fn apply(template: &ProxmoxMachineTemplate, shared: &Shared) -> Result<Action, Error> {
-    let want = status_for(&template.spec.template.spec);
+    let arch = instance_arch(template, shared).await?;
+    let want = status_for(&template.spec.template.spec, arch);
     let have = template.status.clone().unwrap_or_default();
     if serde_json::to_value(&want)? != serde_json::to_value(&have)? {
         let api: Api<ProxmoxMachineTemplate> = Api::namespaced(
@@ -128,13 +178,13 @@ mod tests {
             memory_mib: Some(8192),
             ..ProxmoxMachineSpec::default()
         };
-        let s = status_for(&spec);
+        let s = status_for(&spec, None);
         assert_eq!(s.capacity.get("cpu"), Some(&Quantity("8".into())));
         assert_eq!(s.capacity.get("memory"), Some(&Quantity("8192Mi".into())));
         let info = s.node_info.unwrap();
         assert_eq!(info.architecture.as_deref(), Some("amd64"));
         assert_eq!(info.operating_system.as_deref(), Some("linux"));
-        let json = serde_json::to_value(status_for(&spec)).unwrap();
+        let json = serde_json::to_value(status_for(&spec, None)).unwrap();
         assert_eq!(
             json,
             serde_json::json!({
@@ -145,16 +195,36 @@ mod tests {
     }
 
     #[test]
+    fn architecture_from_the_instance_then_the_cpu_model() {
+        use crate::api::machine::CpuSpec;
+        let cpu = |t: &str| ProxmoxMachineSpec {
+            cpu: Some(CpuSpec {
+                type_: Some(t.into()),
+                flags: vec![],
+            }),
+            ..ProxmoxMachineSpec::default()
+        };
+        let plain = ProxmoxMachineSpec::default();
+        assert_eq!(architecture(&plain, None), "amd64");
+        assert_eq!(architecture(&plain, Some(Arch::Aarch64)), "arm64");
+        assert_eq!(architecture(&cpu("x86-64-v3"), None), "amd64");
+        assert_eq!(architecture(&cpu("host"), Some(Arch::Aarch64)), "arm64");
+        assert_eq!(architecture(&cpu("host"), None), "amd64");
+        let s = status_for(&cpu("max"), Some(Arch::Aarch64));
+        assert_eq!(s.node_info.unwrap().architecture.as_deref(), Some("arm64"));
+    }
+
+    #[test]
     fn unknown_values_are_left_out() {
         let only_cores = ProxmoxMachineSpec {
             num_cores: Some(3),
             ..ProxmoxMachineSpec::default()
         };
         assert_eq!(
-            serde_json::to_value(status_for(&only_cores)).unwrap()["capacity"],
+            serde_json::to_value(status_for(&only_cores, None)).unwrap()["capacity"],
             serde_json::json!({"cpu": "3"})
         );
-        let none = status_for(&ProxmoxMachineSpec::default());
+        let none = status_for(&ProxmoxMachineSpec::default(), None);
         assert!(none.capacity.is_empty());
         assert!(
             serde_json::to_value(&none)

@@ -221,6 +221,15 @@ pub struct NodeConfig {
     /// Address reported in `/cluster/status`. Default `10.255.<cluster>.<n>`.
     #[serde(default)]
     pub ip: Option<Ipv4Addr>,
+    /// Processor architecture (`current-kernel.machine` of
+    /// `GET /nodes/{node}/status`): `x86_64` (default) or `aarch64`. A VM
+    /// without `arch` runs as its node's architecture.
+    #[serde(default = "default_arch")]
+    pub arch: String,
+}
+
+fn default_arch() -> String {
+    "x86_64".into()
 }
 
 /// Storage plugin types the simulator knows (docs/proxmox-semantics.md §8 decides which
@@ -925,6 +934,7 @@ fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32)
             memory_gib: 128,
             online: true,
             ip: Some(Ipv4Addr::new(10, net, 0, 11 + i as u8)),
+            arch: default_arch(),
         })
         .collect();
     let storage = |name: &str, kind, shared, content: &[&str], cap| StorageConfig {

@@ -37,6 +37,7 @@ pub mod error;
 pub mod faults;
 pub(crate) mod guest;
 pub(crate) mod ha_manager;
+pub(crate) mod hardware;
 pub(crate) mod http;
 pub mod iso;
 pub(crate) mod locks;

@@ -259,6 +259,14 @@ pub struct InstanceSpec {
     /// placed here (storages differ between Proxmox clusters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_media: Option<crate::api::machine::BootstrapMediaSpec>,
+    /// The processor architecture of this instance's VMs (Proxmox `arch`
+    /// of `/nodes/{node}/qemu/{vmid}/config`: `x86_64` or `aarch64`), for
+    /// Proxmox clusters of aarch64 nodes whose templates do not name it.
+    /// A template's own `arch` must agree. Absent: the template's `arch`,
+    /// else `x86_64`. On `aarch64` the VM gets OVMF firmware, the `virt`
+    /// machine type and no IDE bus (docs/vm-shapes.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<crate::api::machine::VmArch>,
     /// Proxmox HA for the machines placed here (a machine's `spec.ha`
     /// overrides it); unset: the VMs are not HA resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]

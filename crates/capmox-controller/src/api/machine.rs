@@ -271,6 +271,27 @@ impl CdromBus {
     }
 }
 
+/// A VM's processor architecture, in Proxmox's words (`arch`).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum VmArch {
+    /// 64-bit x86 (Kubernetes `amd64`).
+    #[serde(rename = "x86_64")]
+    X86_64,
+    /// 64-bit ARM (Kubernetes `arm64`).
+    #[serde(rename = "aarch64")]
+    Aarch64,
+}
+
+impl VmArch {
+    /// The Proxmox architecture.
+    pub fn arch(self) -> pve_client::options::Arch {
+        match self {
+            VmArch::X86_64 => pve_client::options::Arch::X86_64,
+            VmArch::Aarch64 => pve_client::options::Arch::Aarch64,
+        }
+    }
+}
+
 /// The emulated CPU of a VM (Proxmox `cpu`, format `pve-vm-cpu-conf` of
 /// `/nodes/{node}/qemu/{vmid}/config`); see docs/vm-shapes.md.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]

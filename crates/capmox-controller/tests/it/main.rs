@@ -15,6 +15,7 @@ mod cluster_reconcile;
 mod cluster_secrets;
 mod crds;
 mod image;
+mod machine_arch;
 mod machine_backoff;
 mod machine_bootstrap;
 mod machine_concurrency;

@@ -73,7 +73,7 @@ pub(crate) fn status(ctx: &Ctx) -> ApiResult {
         "ksm": {"shared": 0},
         "kversion": "Linux 6.14.8-2-pve #1 SMP PREEMPT_DYNAMIC",
         "pveversion": format!("pve-manager/{v}/5e1a7c9d"),
-        "current-kernel": {"sysname": "Linux", "release": "6.14.8-2-pve", "machine": "x86_64"},
+        "current-kernel": {"sysname": "Linux", "release": "6.14.8-2-pve", "machine": n.cfg.arch},
         "boot-info": {"mode": "efi", "secureboot": 0},
     })))
 }

@@ -195,6 +195,19 @@ pub(crate) fn start(ctx: &Ctx) -> ApiResult {
                 return Err(format!("VM {vmid} already running"));
             }
             let node = t.node.clone();
+            let node_arch = st
+                .nodes
+                .get(&node)
+                .map(|n| n.cfg.arch.clone())
+                .unwrap_or_default();
+            let mut effective = vm.conf.clone();
+            effective.extend(vm.pending.clone());
+            for k in vm.pending_delete.keys() {
+                effective.remove(k);
+            }
+            if let Some(why) = crate::hardware::start_refusal(&effective, &node_arch) {
+                return Err(why);
+            }
             if let Some(mut vm) = st.vms.get(&vmid).cloned()
                 && (!vm.pending.is_empty() || !vm.pending_delete.is_empty())
             {

@@ -202,6 +202,11 @@ fn initial(
                     .instance
                     .as_ref()
                     .and_then(|e| e.spec.bootstrap_media.as_ref()),
+                arch: world
+                    .instance
+                    .as_ref()
+                    .and_then(|e| e.spec.arch)
+                    .map(|a| a.arch()),
             },
         )
         .map_err(|e| e.to_string()),

@@ -11,10 +11,9 @@ use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Operation, Power, StepKind, VmFact};
 use crate::machine::observe::vm::{moved, remember};
-use crate::machine::vm::{media, vmconfig};
+use crate::machine::vm::{arch, media, vmconfig};
 use crate::pve::{ConfigUpdate, PveError};
 use crate::reasons::Reason;
-use pve_client::options::Arch;
 
 /// Writes the config.
 pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
@@ -43,9 +42,12 @@ pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
     } else {
         match &facts.media_recorded {
             Some(m) => {
-                match media::cdrom_buses(desired.cdrom_bus, config.arch.unwrap_or(Arch::X86_64))
-                    .map_err(vmconfig::VmConfigError)
-                    .and_then(|buses| vmconfig::iso_slot(config, &m.volid, &buses))
+                match media::cdrom_buses(
+                    desired.cdrom_bus,
+                    arch::effective(config.arch, desired.arch),
+                )
+                .map_err(vmconfig::VmConfigError)
+                .and_then(|buses| vmconfig::iso_slot(config, &m.volid, &buses))
                 {
                     Ok(slot) => Some((slot, m.volid.as_str())),
                     Err(e) => {
@@ -129,7 +131,7 @@ pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
 /// as a task (`POST`).
 pub fn allocates(update: &ConfigUpdate) -> bool {
     update.changes().iter().any(|(k, v)| {
-        pve_client::options::DiskSlot::parse(k).is_ok()
+        (pve_client::options::DiskSlot::parse(k).is_ok() || k == "efidisk0")
             && v.split_once(':').is_some_and(|(_, r)| {
                 r.split(',')
                     .next()
@@ -148,6 +150,7 @@ mod tests {
         assert!(allocates(&new_disk));
         let cdrom = ConfigUpdate::new().set("ide2", "cephfs:iso/capmox-131-x.iso,media=cdrom");
         assert!(!allocates(&cdrom));
+        assert!(allocates(&ConfigUpdate::new().set("efidisk0", "ceph:1")));
         let plain = ConfigUpdate::new().set("memory", "4096").set("cores", "2");
         assert!(!allocates(&plain));
     }

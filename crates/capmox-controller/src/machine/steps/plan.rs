@@ -25,6 +25,7 @@ use crate::machine::plan::template::{self, Resolved, TemplateError};
 use crate::machine::runtime::inflight::Placement;
 use crate::machine::runtime::resources::Snapshot;
 use crate::machine::runtime::slots::TemplateKey;
+use crate::machine::vm::{arch, vmconfig};
 use crate::pve::{NodeName, PveError, VmConfig, VmId};
 use crate::reasons::Reason;
 
@@ -104,6 +105,25 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
             }
         }
     };
+    // Before the clone: a shape the VM's architecture cannot have is
+    // refused, the field named.
+    // Before the clone: a shape the VM's architecture cannot have is
+    // refused, the field named. The shape is taken with this instance's
+    // defaults (the instance may have been chosen in this reconcile).
+    if let Ok(desired) = vmconfig::desired(
+        spec,
+        &facts.name,
+        &facts.marker,
+        vmconfig::InstanceDefaults {
+            bridge: None,
+            cpu: eff.spec.cpu.as_ref(),
+            media: eff.spec.bootstrap_media.as_ref(),
+            arch: eff.spec.arch.map(|a| a.arch()),
+        },
+    ) && let Err(e) = arch::check(&desired, &tcfg, first.vmid, &inst.name)
+    {
+        return fail(run, "architecture", Reason::ArchitectureUnfit(e));
+    }
     let memory = spec
         .memory_mib
         .map(u64::from)

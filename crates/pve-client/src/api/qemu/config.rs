@@ -383,6 +383,15 @@ impl ConfigUpdate {
         }
     }
 
+    /// `efidisk0` (for a new one [`Disk::new_volume`]; the size is
+    /// ignored, Proxmox copies the firmware's variable store).
+    pub fn efidisk(self, disk: &Disk) -> Self {
+        match disk.validate() {
+            Ok(()) => self.set("efidisk0", disk.to_string()),
+            Err(e) => self.fail(e),
+        }
+    }
+
     /// `bios`.
     pub fn bios(self, firmware: Firmware) -> Self {
         self.set("bios", firmware.as_str())

@@ -231,6 +231,7 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
             )| {
                 InstanceSpec {
                     ha: None,
+                    arch: None,
                     cpu,
                     bootstrap_media,
                     name,

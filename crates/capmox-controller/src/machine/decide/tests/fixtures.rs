@@ -123,6 +123,7 @@ pub(crate) fn base() -> Facts {
                 bridge: Some("vmbr0"),
                 cpu: None,
                 media: None,
+                arch: None,
             },
         )
         .map_err(|e| e.to_string()),

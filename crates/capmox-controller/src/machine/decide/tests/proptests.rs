@@ -235,6 +235,7 @@ impl World {
                     bridge: Some("vmbr0"),
                     cpu: None,
                     media: None,
+                    arch: None,
                 },
             )
             .map_err(|e| e.to_string()),

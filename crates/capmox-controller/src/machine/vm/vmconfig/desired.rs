@@ -1,6 +1,6 @@
 //! What the spec asks of the VM ([`desired`]).
 
-use pve_client::options::{Boot, DiskSlot, MacAddr, NetModel, Startup, Tag, Tags};
+use pve_client::options::{Arch, Boot, DiskSlot, MacAddr, NetModel, Startup, Tag, Tags};
 
 use super::cpu::{DesiredCpu, desired_cpu};
 use crate::api::machine::{
@@ -84,6 +84,9 @@ pub struct Desired {
     pub media_storage: Option<String>,
     /// Bus of its CD-ROM (machine ▸ instance); `None`: by architecture.
     pub cdrom_bus: Option<CdromBus>,
+    /// The instance's `arch`; the template's own `arch` wins
+    /// ([`crate::machine::vm::arch`]).
+    pub arch: Option<Arch>,
 }
 
 /// What the machine's instance (`spec.settings.instances[]`) contributes.
@@ -95,6 +98,8 @@ pub struct InstanceDefaults<'a> {
     pub cpu: Option<&'a CpuSpec>,
     /// `bootstrapMedia`: the default ISO storage and CD-ROM bus.
     pub media: Option<&'a BootstrapMediaSpec>,
+    /// `arch`: the architecture of the instance's VMs.
+    pub arch: Option<Arch>,
 }
 
 /// Why the spec cannot be turned into a config.
@@ -243,5 +248,6 @@ pub fn desired(
             .into_iter()
             .flatten()
             .find_map(|m| m.cdrom_bus),
+        arch: instance.arch,
     })
 }

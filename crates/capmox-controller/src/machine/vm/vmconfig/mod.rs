@@ -28,7 +28,11 @@
 //!   [`super::disks`], never recreated.
 //! - The bootstrap ISO as a CD-ROM in the first free slot of `ide0`..`ide3`,
 //!   `sata0`..`sata5` (reusing an empty CD-ROM drive).
-//! - Never touched: `efidisk0`, `tpmstate0`, the cloud-init drive, `smbios1`.
+//! - Firmware by architecture ([`crate::machine::vm::arch`]): on aarch64
+//!   `bios: ovmf`, `machine: virt` and an `efidisk0` beside the boot disk
+//!   when the clone lacks them.
+//! - Never touched: an existing `efidisk0`, `tpmstate0`, the cloud-init
+//!   drive, `smbios1`, `arch`.
 
 mod cpu;
 mod desired;

@@ -121,6 +121,7 @@ fn one_write_with_everything_then_nothing() {
             bridge: Some("vmbr9"),
             cpu: None,
             media: None,
+            arch: None,
         },
     )
     .unwrap();
@@ -380,6 +381,7 @@ fn cpu_from_machine_then_instance_else_the_templates() {
         bridge: None,
         cpu: Some(&inst),
         media: None,
+        arch: None,
     };
     let d = desired(&spec, "m1", &marker(), defaults).unwrap();
     let u = update(&d, &c, &marker(), None).unwrap();

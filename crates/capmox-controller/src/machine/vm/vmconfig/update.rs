@@ -113,6 +113,18 @@ pub fn update(
         }
         u = u.disk(v.slot, &d);
     }
+    let arch = crate::machine::vm::arch::effective(observed.arch, desired.arch);
+    let fw = crate::machine::vm::arch::firmware(arch, observed, boot_slot(desired, observed))
+        .map_err(VmConfigError)?;
+    if let Some(b) = fw.bios {
+        u = u.bios(b);
+    }
+    if let Some(m) = &fw.machine {
+        u = u.machine(m);
+    }
+    if let Some(d) = &fw.efidisk {
+        u = u.efidisk(d);
+    }
     if let Some((slot, volid)) = iso {
         let attached = observed
             .disks
@@ -161,7 +173,7 @@ pub fn apply_update(config: &VmConfig, update: &ConfigUpdate) -> VmConfig {
     let mut map = config.raw.clone();
     for (k, v) in update.changes() {
         let mut value = v.clone();
-        if DiskSlot::parse(k).is_ok()
+        if (DiskSlot::parse(k).is_ok() || k == "efidisk0")
             && let Some((storage, rest)) = v.split_once(':')
         {
             let (size, opts) = rest.split_once(',').map_or((rest, ""), |(a, b)| (a, b));
