@@ -364,7 +364,8 @@ impl AuthState {
         self.pool_members.clear();
         for (pool, vms, storages) in pools {
             for v in vms {
-                self.pool_members.insert(format!("/vms/{v}"), pool.to_string());
+                self.pool_members
+                    .insert(format!("/vms/{v}"), pool.to_string());
             }
             for s in storages {
                 self.pool_members

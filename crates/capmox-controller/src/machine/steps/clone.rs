@@ -51,7 +51,14 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
         rt.slots.release(&run.me.uid);
         return fail(run, "vmid", Reason::Vmid(e));
     }
-    let req = match request(&run.machine.spec, &run.me.name, &facts.marker, vmid, plan) {
+    let req = match request(
+        &run.machine.spec,
+        facts.pool.as_deref(),
+        &run.me.name,
+        &facts.marker,
+        vmid,
+        plan,
+    ) {
         Ok(r) => r,
         Err(e) => {
             rt.slots.release(&run.me.uid);
@@ -122,12 +129,15 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
 }
 
 /// The clone request: name, marker, full or linked, target node, storage,
-/// format, pool, snapshot, as the spec asks.
+/// format, snapshot, as the spec asks, and the resource pool `pool` (the
+/// machine's `spec.pool`, else its instance's: docs/field-cases.md B34 —
+/// given at clone time, never written to the config).
 ///
 /// # Errors
 /// A message naming the spec field whose value Proxmox cannot take.
 pub fn request(
     spec: &ProxmoxMachineSpec,
+    pool: Option<&str>,
     name: &str,
     marker: &Marker,
     vmid: VmId,
@@ -150,8 +160,11 @@ pub fn request(
             DiskFormat::Vmdk => pve_client::api::qemu::clone::DiskFormat::Vmdk,
         });
     }
-    if let Some(p) = &spec.pool {
-        req = req.pool(PoolId::new(p.clone()).map_err(|e| format!("spec.pool: {e}"))?);
+    if let Some(p) = pool {
+        req = req.pool(
+            PoolId::new(p.to_string())
+                .map_err(|e| format!("pool (spec.pool or the instance's): {e}"))?,
+        );
     }
     if let Some(s) = &spec.snap_name {
         req = req.snapname(s.clone());
@@ -192,6 +205,7 @@ mod tests {
         };
         let r = request(
             &spec,
+            spec.pool.as_deref(),
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -210,6 +224,7 @@ mod tests {
         // On the template's own node: no target.
         let r = request(
             &spec,
+            spec.pool.as_deref(),
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -227,6 +242,7 @@ mod tests {
         };
         let e = request(
             &spec,
+            None,
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -248,6 +264,7 @@ mod tests {
         pve.add_vm(131, "pve-a1", false, &[("name", "someone-else")]);
         let req = request(
             &ProxmoxMachineSpec::default(),
+            None,
             "m1",
             &marker(),
             VmId::new(132).unwrap(),
@@ -263,6 +280,7 @@ mod tests {
         assert!(marker().in_description(vm.config["description"].as_str().unwrap()));
         let taken = request(
             &ProxmoxMachineSpec::default(),
+            None,
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
