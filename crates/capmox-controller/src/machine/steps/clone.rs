@@ -119,10 +119,22 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                     "clone refused on a lock; clone window halved"
                 );
             }
-            let msg = format!(
+            let mut msg = format!(
                 "clone of template {} to VM {vmid} failed: {e}",
                 plan.template.vmid
             );
+            // Proxmox's 403 of a clone names no path when the VMID-or-pool
+            // check fails (docs/field-cases.md B34): say what it checks.
+            if matches!(e, PveError::PermissionDenied { .. }) {
+                let pool = match &facts.pool {
+                    Some(p) => format!("the request named pool {p}"),
+                    None => "the request named no pool (set the instance's pool or spec.pool for a pool-scoped token)".to_string(),
+                };
+                msg.push_str(&format!(
+                    "; the clone needs VM.Clone on /vms/{}, VM.Allocate on /vms/{vmid} or on the pool it names (/pool/<pool>), and Datastore.AllocateSpace on the target storage; {pool}",
+                    plan.template.vmid
+                ));
+            }
             super::pve_failed(run, StepKind::Clone, &e, Reason::CloneFailed(msg))
         }
     }
