@@ -20,6 +20,9 @@ pub const INSTANCES_READY: &str = "InstancesReady";
 /// `PrivilegesReady` (ProxmoxCluster): every instance's token holds the
 /// privileges the features in use need (docs/field-cases.md B31).
 pub const PRIVILEGES_READY: &str = "PrivilegesReady";
+/// `PoolsReady` (ProxmoxCluster): every instance's resource pool exists
+/// (docs/field-cases.md B34).
+pub const POOLS_READY: &str = "PoolsReady";
 /// `InstanceSelected` (ProxmoxMachine): the Proxmox instance is chosen.
 pub const INSTANCE_SELECTED: &str = "InstanceSelected";
 /// `VirtualMachineProvisioned` (ProxmoxMachine): the VM's lifecycle step.

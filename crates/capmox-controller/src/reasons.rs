@@ -219,6 +219,14 @@ pub enum Reason {
     /// The instance's token lacks privileges an operation needs
     /// (`privilege on path`, …): a change of the token's ACLs is needed.
     MissingPrivileges(String),
+    /// A resource pool named for the VMs (instance or machine `pool`) does
+    /// not exist in Proxmox, or the token may not read it
+    /// (docs/field-cases.md B34): no clone is made; looked at again.
+    PoolNotFound(String),
+    /// The cloned VM is not a member of its resource pool (B34).
+    PoolMembershipMissing(String),
+    /// Every instance's resource pool exists (`PoolsReady=True`).
+    PoolsReady(String),
     /// The object is gone (finalizer removed): what was removed.
     Deleted(String),
     /// A reconcile failed with an error (Kubernetes API, Proxmox): its
@@ -359,6 +367,9 @@ impl Reason {
             Reason::HaConfigurationInvalid(_) => "HAConfigurationInvalid",
             Reason::WaitingForHaStop(_) => "WaitingForHAStop",
             Reason::MissingPrivileges(_) => "MissingPrivileges",
+            Reason::PoolNotFound(_) => "PoolNotFound",
+            Reason::PoolMembershipMissing(_) => "PoolMembershipMissing",
+            Reason::PoolsReady(_) => "PoolsReady",
             Reason::Deleted(_) => "Deleted",
             Reason::ReconcileFailed(_) => "ReconcileFailed",
             Reason::ClusterReady(_) => "Ready",
@@ -466,6 +477,9 @@ impl Reason {
             | Reason::HaConfigurationInvalid(m)
             | Reason::WaitingForHaStop(m)
             | Reason::MissingPrivileges(m)
+            | Reason::PoolNotFound(m)
+            | Reason::PoolMembershipMissing(m)
+            | Reason::PoolsReady(m)
             | Reason::Deleted(m)
             | Reason::ReconcileFailed(m)
             | Reason::ClusterReady(m)

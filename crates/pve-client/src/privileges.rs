@@ -251,25 +251,25 @@ impl fmt::Display for MissingPrivilege {
 /// path, propagation applied) does not pass, in the order given, each
 /// missing privilege once per endpoint.
 ///
-/// A check on `/vms/{vmid}` passes when `/vms` or a pool path (`/pool/…`,
-/// a pool-scoped token) holds it; on `/storage/{storage}` when `/storage`
-/// holds it; on `/` when `/` holds it.
+/// A check on `/vms/{vmid}` passes when `/vms` holds it, or `/pool/{pool}`
+/// when the VMs are made in `pool` (a pool-scoped token: an ACL on a pool is
+/// inherited by its members, and a clone may use the pool's `VM.Allocate`
+/// only when it names the pool, docs/field-cases.md B34); on
+/// `/storage/{storage}` when `/storage` holds it, or the pool (its member
+/// storages); on `/` when `/` holds it.
 pub fn missing(
     held: &crate::api::access::Permissions,
     major: u32,
     endpoints: &[Endpoint],
+    pool: Option<&str>,
 ) -> Vec<MissingPrivilege> {
+    let pool_path = pool.map(|p| format!("/pool/{p}"));
+    let in_pool = |privilege: &str| pool_path.as_deref().is_some_and(|p| held.has(p, privilege));
     let has = |path: AclPath, privilege: &str| -> bool {
         match path {
             AclPath::Root => held.has("/", privilege),
-            AclPath::Storage => held.has("/storage", privilege),
-            AclPath::Vm => {
-                held.has("/vms", privilege)
-                    || held
-                        .paths()
-                        .filter(|p| p.starts_with("/pool/"))
-                        .any(|p| held.has(p, privilege))
-            }
+            AclPath::Storage => held.has("/storage", privilege) || in_pool(privilege),
+            AclPath::Vm => held.has("/vms", privilege) || in_pool(privilege),
         }
     };
     let mut out = Vec::new();
@@ -369,6 +369,7 @@ mod tests {
                 &held,
                 major,
                 &[Endpoint::VmRead, Endpoint::AgentRead, Endpoint::HaWrite],
+                None,
             )
             .iter()
             .map(|m| format!("{}: {m}", m.endpoint.name()))
@@ -388,9 +389,39 @@ mod tests {
                 "haWrite: Sys.Console on /"
             ]
         );
-        // A pool-scoped token holds VM privileges on its pool.
-        let pool = Permissions::from_paths([("/pool/k8s", &["VM.Audit"][..])]);
-        assert!(missing(&pool, 9, &[Endpoint::VmRead]).is_empty());
+        // A pool-scoped token holds VM privileges on its pool, for VMs
+        // made in that pool only.
+        let pool = Permissions::from_paths([(
+            "/pool/k8s",
+            &[
+                "VM.Audit",
+                "VM.Clone",
+                "VM.Allocate",
+                "Datastore.AllocateSpace",
+            ][..],
+        )]);
+        assert!(
+            missing(
+                &pool,
+                9,
+                &[Endpoint::VmRead, Endpoint::VmClone],
+                Some("k8s")
+            )
+            .is_empty()
+        );
+        let names = |m: Vec<MissingPrivilege>| m.iter().map(|m| m.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            names(missing(&pool, 9, &[Endpoint::VmClone], None)),
+            [
+                "VM.Clone on /vms/{vmid}",
+                "VM.Allocate on /vms/{vmid}",
+                "Datastore.AllocateSpace on /storage/{storage}"
+            ]
+        );
+        assert_eq!(
+            names(missing(&pool, 9, &[Endpoint::VmRead], Some("other"))),
+            ["VM.Audit on /vms/{vmid}"]
+        );
     }
 
     #[test]

@@ -15,8 +15,17 @@
 //!   naming a privilege the version does not have is refused, as `pveum`
 //!   refuses it (`invalid privilege '<name>'`).
 //!
+//! * Resource pools: an ACL on `/pool/<pool>` is inherited by the pool's
+//!   members (`/vms/<vmid>`, `/storage/<id>`): the privileges on a member's
+//!   path are those of its own path together with those of its pool's
+//!   ([`AuthState::set_pool_members`]); a pool-scoped token thus sees and
+//!   manages only pool members, and may clone only into its pool (the clone
+//!   check of `/pool/{pool}`, docs/field-cases.md B34). `GET
+//!   /access/permissions` lists the member paths too.
+//!
 //! Simplification: no groups, no realms beyond the suffix of the user id, no
-//! TFA; roles are a fixed built-in table ([`role_privileges`]).
+//! TFA; roles are a fixed built-in table ([`role_privileges`]); a member's
+//! own ACL does not override its pool's (both are joined).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
@@ -231,6 +240,8 @@ pub(crate) struct AuthState {
     users: BTreeMap<String, UserState>,
     tokens: BTreeMap<String, TokenState>,
     tickets: HashMap<String, Ticket>,
+    /// Member path (`/vms/131`, `/storage/local-lvm`) → its pool.
+    pool_members: BTreeMap<String, String>,
 }
 
 fn acl_from(entries: &[AclEntry], major: u32) -> Result<Vec<Acl>, String> {
@@ -339,7 +350,38 @@ impl AuthState {
             users,
             tokens,
             tickets: HashMap::new(),
+            pool_members: BTreeMap::new(),
         })
+    }
+
+    /// Replaces the pool membership the privileges are computed with:
+    /// `(pool, vmids, storages)` per pool. Called whenever a pool's members
+    /// change (clone with `pool`, `PUT /pools`, destroy).
+    pub fn set_pool_members<'a>(
+        &mut self,
+        pools: impl IntoIterator<Item = (&'a str, Vec<u32>, Vec<String>)>,
+    ) {
+        self.pool_members.clear();
+        for (pool, vms, storages) in pools {
+            for v in vms {
+                self.pool_members
+                    .insert(format!("/vms/{v}"), pool.to_string());
+            }
+            for s in storages {
+                self.pool_members
+                    .insert(format!("/storage/{s}"), pool.to_string());
+            }
+        }
+    }
+
+    /// `effective` on `path`, joined with the privileges of the pool
+    /// `path` is a member of.
+    fn effective_with_pool(&self, acl: &[Acl], path: &str) -> BTreeSet<String> {
+        let mut privs = effective(acl, path);
+        if let Some(pool) = self.pool_members.get(&normalize_path(path)) {
+            privs.extend(effective(acl, &format!("/pool/{pool}")));
+        }
+        privs
     }
 
     /// Effective privileges of `who` on `path`.
@@ -353,7 +395,7 @@ impl AuthState {
         } else {
             self.users
                 .get(&who.userid)
-                .map(|u| effective(&u.acl, path))
+                .map(|u| self.effective_with_pool(&u.acl, path))
                 .unwrap_or_default()
         };
         match &who.token {
@@ -365,7 +407,7 @@ impl AuthState {
                 if !tok.privsep {
                     return user_privs;
                 }
-                let token_privs = effective(&tok.acl, path);
+                let token_privs = self.effective_with_pool(&tok.acl, path);
                 if who.userid == "root@pam" {
                     token_privs
                 } else {
@@ -407,7 +449,7 @@ impl AuthState {
         let base = self.has(who, "/vms/0", &["VM.Audit"], false);
         move |vmid| {
             let path = format!("/vms/{vmid}");
-            if self.has_acl_on(who, &path) {
+            if self.has_acl_on(who, &path) || self.pool_members.contains_key(&path) {
                 self.has(who, &path, &["VM.Audit"], false)
             } else {
                 base
@@ -561,6 +603,8 @@ impl AuthState {
         {
             paths.extend(tok.acl.iter().map(|a| a.path.clone()));
         }
+        // Proxmox lists every pool member's path too.
+        paths.extend(self.pool_members.keys().cloned());
         paths
     }
 }
@@ -662,6 +706,41 @@ mod tests {
             s.check(&tok, "/vms/101", &["VM.Clone"], false).unwrap_err(),
             ApiError::forbidden("/vms/101, VM.Clone")
         );
+    }
+
+    /// docs/field-cases.md B34: a user whose only VM rights are on
+    /// `/pool/k8s` holds them on the pool's members and nowhere else, and
+    /// `/access/permissions` lists the member paths.
+    #[test]
+    fn pool_acl_is_inherited_by_members_only() {
+        let mut cfg = SimConfig::builtin_default().clusters.remove(0);
+        cfg.users.push(crate::config::UserConfig {
+            userid: "bob@pve".into(),
+            password: Some(Secret::new("pw")),
+            enable: true,
+            acl: vec![AclEntry {
+                path: "/pool/k8s".into(),
+                roles: vec!["PVEVMAdmin".into()],
+                privileges: vec![],
+                propagate: true,
+            }],
+        });
+        let mut s = AuthState::new(&cfg, &BTreeMap::new()).unwrap();
+        let bob = Principal {
+            userid: "bob@pve".into(),
+            token: None,
+        };
+        assert!(!s.has(&bob, "/vms/131", &["VM.Audit"], false));
+        s.set_pool_members([("k8s", vec![131], vec!["local-lvm".to_string()])]);
+        assert!(s.has(&bob, "/vms/131", &["VM.Allocate", "VM.Audit"], false));
+        assert!(!s.has(&bob, "/vms/132", &["VM.Audit"], false));
+        assert!(s.has(&bob, "/pool/k8s", &["VM.Allocate"], false));
+        assert!(s.vm_audit_filter(&bob)(131));
+        assert!(!s.vm_audit_filter(&bob)(132));
+        let paths = s.acl_paths(&bob);
+        assert!(paths.contains("/vms/131") && paths.contains("/storage/local-lvm"));
+        s.set_pool_members([]);
+        assert!(!s.has(&bob, "/vms/131", &["VM.Audit"], false));
     }
 
     #[test]

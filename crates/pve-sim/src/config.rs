@@ -525,6 +525,9 @@ pub struct PoolConfig {
     /// Member VMIDs.
     #[serde(default)]
     pub members: Vec<u32>,
+    /// Member storages (storage IDs).
+    #[serde(default)]
+    pub storage: Vec<String>,
 }
 
 fn default_time_scale() -> f64 {

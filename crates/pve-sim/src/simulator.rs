@@ -309,6 +309,16 @@ impl SimCluster {
             .map(|r| r.resources.clone())
     }
 
+    /// The member VMIDs of resource pool `pool`, `None` when there is no
+    /// such pool.
+    pub fn pool_members(&self, pool: &str) -> Option<Vec<u32>> {
+        self.inner
+            .lock()
+            .pools
+            .get(pool)
+            .map(|p| p.vms.iter().copied().collect())
+    }
+
     /// Makes `storage` active (activation works) or inactive on `node`
     /// (`active: 0`, `/cluster/resources` status `unknown`, allocations
     /// fail with `storage '…' is not online`). Returns false for an unknown

@@ -271,6 +271,17 @@ pub struct InstanceSpec {
     /// overrides it); unset: the VMs are not HA resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ha: Option<HaSettings>,
+    /// Proxmox resource pool the VMs placed here are created in (pools are
+    /// per Proxmox cluster); a machine's `spec.pool` overrides it. Given in
+    /// the clone request, so a token whose rights are granted on
+    /// `/pool/<pool>` only can clone; must exist (checked before any clone,
+    /// `PoolsReady`); immutable (docs/field-cases.md B34).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(min = 1, max = 64),
+        pattern(r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+){0,2}$")
+    )]
+    pub pool: Option<String>,
 }
 
 /// Proxmox HA for a machine's VM (docs/field-cases.md B33): after
@@ -414,6 +425,11 @@ pub struct InstanceStatus {
     /// need them wait.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub missing_privileges: Vec<MissingPrivilege>,
+    /// What is wrong with the instance's resource pool (`pool`): it does
+    /// not exist, or the token may not read it (`Pool.Audit` on
+    /// `/pool/<pool>`). Machines using it wait; no clone is made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_problem: Option<String>,
 }
 
 /// A privilege an instance's token lacks.

@@ -21,6 +21,7 @@ pub use pve_client::api::access::Permissions;
 pub use pve_client::api::agent::{ExecStatus, GuestInterface};
 pub use pve_client::api::cluster::{ClusterResource, ClusterStatusEntry, ResourceType};
 pub use pve_client::api::ha::{HaResource, HaResourceRequest, HaRule, HaSid, HaState};
+pub use pve_client::api::pools::PoolInfo;
 pub use pve_client::api::qemu::clone::CloneRequest;
 pub use pve_client::api::qemu::config::{ConfigUpdate, VmConfig};
 pub use pve_client::api::qemu::power::{ShutdownOptions, StartOptions, StopOptions};
@@ -223,6 +224,12 @@ pub trait ProxmoxApi: Send + Sync + 'static {
         resources: &[String],
         digest: Option<&str>,
     ) -> Result<(), PveError>;
+
+    /// `GET /pools?poolid={pool}` (PVE ≥ 8.1): one pool with its members.
+    async fn pool(&self, pool: &PoolId) -> Result<Option<PoolInfo>, PveError>;
+
+    /// `GET /pools/{pool}` (PVE < 8.1): one pool with its members.
+    async fn pool_by_path(&self, pool: &PoolId) -> Result<PoolInfo, PveError>;
 }
 
 #[async_trait]
@@ -435,6 +442,14 @@ impl ProxmoxApi for PveClient {
         digest: Option<&str>,
     ) -> Result<(), PveError> {
         PveClient::set_ha_rule_resources(self, rule, kind, resources, digest).await
+    }
+
+    async fn pool(&self, pool: &PoolId) -> Result<Option<PoolInfo>, PveError> {
+        PveClient::pool(self, pool).await
+    }
+
+    async fn pool_by_path(&self, pool: &PoolId) -> Result<PoolInfo, PveError> {
+        PveClient::pool_by_path(self, pool).await
     }
 }
 

@@ -10,6 +10,7 @@
 //! | ProxmoxMachine | every other field except `checks` once `virtualMachineID` is set | the controller applies them when it creates the VM, never afterwards; a change would never reach the VM |
 //! | ProxmoxCluster | `controlPlaneEndpoint` once set | CAPI copied it to the Cluster and the control plane's certificates name it |
 //! | ProxmoxCluster | `providerIDFormat` | existing machines' providerIDs were written in the old format, and CAPI matches Nodes by them |
+//! | ProxmoxCluster | an instance's `pool` (set, changed or removed) | its VMs were cloned into that pool; moving a VM between pools needs Proxmox's `allow-move`, which this provider never does (docs/field-cases.md B34) — the machine's own `pool` is fixed with its other fields once its VMID is set |
 //!
 //! ProxmoxClusterTemplate has no immutable field here (CAPI never rewrites a
 //! ClusterClass's templates; a changed one only affects clusters created
@@ -180,6 +181,35 @@ pub fn cluster(old_spec: &Value, new_spec: &Value) -> Vec<FieldError> {
             "is immutable: the providerIDs of existing machines were written in this format and CAPI matches Nodes by them",
         ));
     }
+    errs.extend(instance_pools(old_spec, new_spec));
+    errs
+}
+
+/// `settings.instances[].pool` of an instance kept by name must not change.
+fn instance_pools(old_spec: &Value, new_spec: &Value) -> Vec<FieldError> {
+    let list = |s: &Value| -> Vec<Value> {
+        s.pointer("/settings/instances")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (old, new) = (list(old_spec), list(new_spec));
+    let mut errs = Vec::new();
+    for (i, n) in new.iter().enumerate() {
+        let Some(o) = old.iter().find(|o| o.get("name") == n.get("name")) else {
+            continue;
+        };
+        let (was, is) = (o.get("pool"), n.get("pool"));
+        if was.filter(|v| !v.is_null()) != is.filter(|v| !v.is_null()) {
+            errs.push(FieldError::new(
+                format!("spec.settings.instances[{i}].pool"),
+                format!(
+                    "is immutable (it is {}): the VMs of this instance were cloned into that pool, and this provider never moves a VM between pools (Proxmox's allow-move); list another instance for the same Proxmox cluster with the new pool and replace the machines",
+                    was.filter(|v| !v.is_null()).map_or("unset".to_string(), Value::to_string)
+                ),
+            ));
+        }
+    }
     errs
 }
 
@@ -203,6 +233,36 @@ mod tests {
             ["spec.l"]
         );
         assert!(diff_paths("spec", Some(&a), Some(&a)).is_empty());
+    }
+
+    /// docs/field-cases.md B34: an instance's pool is fixed; a new instance
+    /// may name any; the machine's pool is fixed with its VMID.
+    #[test]
+    fn pools_do_not_change() {
+        let spec = |pool: Option<&str>| {
+            let mut i = json!({"name": "dc-a"});
+            if let Some(p) = pool {
+                i["pool"] = json!(p);
+            }
+            json!({"settings": {"instances": [{"name": "dc-x"}, i]}})
+        };
+        assert!(cluster(&spec(Some("k8s")), &spec(Some("k8s"))).is_empty());
+        for (from, to) in [
+            (Some("k8s"), Some("k8s-2")),
+            (Some("k8s"), None),
+            (None, Some("k8s")),
+        ] {
+            let errs = cluster(&spec(from), &spec(to));
+            assert_eq!(errs.len(), 1, "{from:?} → {to:?}");
+            assert_eq!(errs[0].path, "spec.settings.instances[1].pool");
+        }
+        let added = json!({"settings": {"instances": [{"name": "dc-a", "pool": "k8s"}, {"name": "dc-b", "pool": "p"}]}});
+        assert!(cluster(&spec(Some("k8s")).clone(), &json!({"settings": {"instances": [{"name": "dc-x"}, {"name": "dc-a", "pool": "k8s"}, {"name": "dc-b", "pool": "p"}]}})).is_empty());
+        assert!(cluster(&json!({}), &added).is_empty());
+        let m = json!({"pool": "k8s", "virtualMachineID": 1000});
+        let mut moved = m.clone();
+        moved["pool"] = json!("other");
+        assert_eq!(machine(&m, &moved, false)[0].path, "spec.pool");
     }
 
     #[test]

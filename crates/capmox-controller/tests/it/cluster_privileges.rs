@@ -99,3 +99,81 @@ async fn missing_agent_privileges_are_named_per_version() {
         );
     }
 }
+
+/// docs/field-cases.md B34: a token scoped to pool `k8s` lacks nothing in
+/// an instance that names the pool, lacks the clone's privileges (named
+/// with their paths) in one that does not, and a pool that does not exist
+/// is named with its instance in `PoolsReady` (`PoolNotFound`).
+#[tokio::test]
+async fn pool_scoped_tokens_and_missing_pools() {
+    let mut cfg = sim_config();
+    crate::support::scope_to_pool(cfg.cluster_mut("dc-a").unwrap(), "k8s");
+    crate::support::scope_to_pool(cfg.cluster_mut("dc-b").unwrap(), "k8s");
+    let env = Env::start_with(cfg).await;
+    env.put_all_credentials().await;
+    let ctx = env.context(Duration::from_millis(1));
+    let with_pool = |name: &str, pool: &str| capmox_controller::api::InstanceSpec {
+        pool: Some(pool.into()),
+        ..instance(name)
+    };
+    env.create_cluster(
+        "wl1",
+        spec(
+            ClusterMode::MultiInstance,
+            vec![
+                with_pool("dc-a", "k8s"),
+                instance("dc-b"),
+                with_pool("dc-c", "k8s-wl9"),
+            ],
+        ),
+    )
+    .await;
+    let pc = reconcile(&env, &ctx, "wl1").await;
+    let st = pc.status.unwrap();
+    let of = |name: &str| st.instances.iter().find(|i| i.name == name).unwrap();
+    assert!(of("dc-a").missing_privileges.is_empty(), "{:?}", of("dc-a"));
+    assert_eq!(of("dc-a").pool_problem, None);
+    let clone: Vec<String> = of("dc-b")
+        .missing_privileges
+        .iter()
+        .filter(|m| m.operation == "vmClone")
+        .map(|m| format!("{} on {}", m.privilege, m.path))
+        .collect();
+    assert_eq!(
+        clone,
+        [
+            "VM.Clone on /vms/{vmid}",
+            "VM.Allocate on /vms/{vmid}",
+            "Datastore.AllocateSpace on /storage/{storage}"
+        ]
+    );
+    let problem = of("dc-c").pool_problem.clone().unwrap();
+    assert!(
+        problem.contains("pool k8s-wl9 of instance dc-c does not exist"),
+        "{problem}"
+    );
+    assert!(
+        of("dc-c").ready,
+        "a missing pool leaves the instance usable"
+    );
+    let cond = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "PoolsReady")
+        .expect("PoolsReady");
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", "PoolNotFound")
+    );
+    assert!(cond.message.contains("k8s-wl9") && cond.message.contains("dc-c"));
+    // One pool read per instance that names a pool; none for dc-b.
+    for (name, reads) in [("dc-a", 1), ("dc-b", 0), ("dc-c", 1)] {
+        let calls = env.pve.cluster(name).unwrap().calls();
+        assert_eq!(
+            calls.count("GET", "/pools"),
+            reads,
+            "{name}: {:?}",
+            calls.by_endpoint
+        );
+    }
+}

@@ -30,6 +30,7 @@ mod machine_metrics;
 mod machine_node_tasks;
 mod machine_out_of_band;
 mod machine_placement;
+mod machine_pools;
 mod machine_shapes;
 mod machine_stale_reads;
 mod machine_stale_writes;

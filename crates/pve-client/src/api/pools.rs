@@ -41,6 +41,13 @@ pub struct PoolInfo {
     pub members: Vec<PoolMember>,
 }
 
+impl PoolInfo {
+    /// Whether the guest `vmid` is a member.
+    pub fn has_vm(&self, vmid: VmId) -> bool {
+        self.members.iter().any(|m| m.vmid == Some(vmid))
+    }
+}
+
 impl PveClient {
     /// `GET /pools`: pools the token may see (without members).
     ///
@@ -64,6 +71,34 @@ impl PveClient {
             .call(Call::get("/pools", "/pools".to_owned()).with_query(q))
             .await?;
         Ok(list.into_iter().next())
+    }
+
+    /// `GET /pools/{poolid}` (PVE < 8.1; deprecated from 8.1 on, use
+    /// [`PveClient::pool`]): one pool with its members.
+    ///
+    /// # Errors
+    /// [`PveError::NotFound`] (`Missing::Pool`) when the pool does not
+    /// exist; `PermissionDenied` without `Pool.Audit` on `/pool/{poolid}`;
+    /// transport errors.
+    pub async fn pool_by_path(&self, poolid: &PoolId) -> Result<PoolInfo, PveError> {
+        #[derive(Deserialize)]
+        struct One {
+            #[serde(default, deserialize_with = "opt_string")]
+            comment: Option<String>,
+            #[serde(default)]
+            members: Vec<PoolMember>,
+        }
+        let one: One = self
+            .call(Call::get(
+                "/pools/{poolid}",
+                format!("/pools/{}", poolid.as_str()),
+            ))
+            .await?;
+        Ok(PoolInfo {
+            poolid: poolid.as_str().to_string(),
+            comment: one.comment,
+            members: one.members,
+        })
     }
 
     /// `POST /pools`: creates a pool (needs `Pool.Allocate`).

@@ -43,6 +43,14 @@ impl VersionInfo {
     pub fn major(&self) -> Option<u32> {
         self.major_minor().map(|(m, _)| m)
     }
+
+    /// Whether one pool is read with `GET /pools?poolid=` (PVE ≥ 8.1,
+    /// nested pools) rather than the deprecated `GET /pools/{poolid}`
+    /// (docs/proxmox-semantics.md §23); an unreadable version is taken as
+    /// new.
+    pub fn has_pool_query(&self) -> bool {
+        self.major_minor().is_none_or(|v| v >= (8, 1))
+    }
 }
 
 impl PveClient {
@@ -71,6 +79,13 @@ mod tests {
         assert_eq!(v.major(), Some(9));
         let v: VersionInfo = serde_json::from_str(r#"{"version":"8.4.1"}"#).unwrap();
         assert_eq!(v.major_minor(), Some((8, 4)));
+        assert!(v.has_pool_query());
+        let old = VersionInfo {
+            version: "8.0.4".into(),
+            release: "8.0".into(),
+            repoid: String::new(),
+        };
+        assert!(!old.has_pool_query());
         let v: VersionInfo = serde_json::from_str(r#"{}"#).unwrap();
         assert_eq!(v.major_minor(), None);
     }

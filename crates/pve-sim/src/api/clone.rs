@@ -506,6 +506,7 @@ async fn run(t: TaskCtx, a: Args, plan: Plan, duration: f64) -> Result<TaskOk, S
         {
             pool.vms.insert(a.newid);
         }
+        st.sync_pool_acl();
         cleanup.committed = true;
     }
     if let Some(target) = &a.target {

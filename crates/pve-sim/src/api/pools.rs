@@ -169,6 +169,7 @@ pub(crate) fn update(ctx: &Ctx) -> ApiResult {
             pool.storage.insert(s);
         }
     }
+    st.sync_pool_acl();
     Ok(Reply::null())
 }
 

@@ -361,6 +361,7 @@ pub(crate) fn destroy(ctx: &Ctx) -> ApiResult {
         for pool in st.pools.values_mut() {
             pool.vms.remove(&vmid);
         }
+        st.sync_pool_acl();
         st.exec.retain(|(id, _), _| *id != vmid);
         if purge && st.ha.remove(&vmid).is_some() {
             t_log_line(

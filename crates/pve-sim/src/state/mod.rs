@@ -270,10 +270,11 @@ impl Cluster {
                 Pool {
                     comment: p.comment.clone(),
                     vms: p.members.iter().copied().collect(),
-                    storage: BTreeSet::new(),
+                    storage: p.storage.iter().cloned().collect(),
                 },
             );
         }
+        st.sync_pool_acl();
         let default_token = cfg.tokens.first().map(|t| t.id.clone());
         let mut faults = FaultSet::default();
         for f in &cfg.faults {
@@ -298,6 +299,28 @@ impl Cluster {
 }
 
 impl ClusterState {
+    /// Hands the pools' members to the privilege computation (an ACL on
+    /// `/pool/<pool>` is inherited by its members); called after every
+    /// change of a pool's members.
+    pub fn sync_pool_acl(&mut self) {
+        let pools: Vec<(String, Vec<u32>, Vec<String>)> = self
+            .pools
+            .iter()
+            .map(|(id, p)| {
+                (
+                    id.clone(),
+                    p.vms.iter().copied().collect(),
+                    p.storage.iter().cloned().collect(),
+                )
+            })
+            .collect();
+        self.auth.set_pool_members(
+            pools
+                .iter()
+                .map(|(id, v, s)| (id.as_str(), v.clone(), s.clone())),
+        );
+    }
+
     /// A random UUID (seeded).
     pub fn uuid(&mut self) -> String {
         let bytes: [u8; 16] = self.rng.random();

@@ -49,7 +49,8 @@ use crate::api::{
 };
 use crate::capi::core::Endpoint;
 use crate::conditions::{
-    self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, PRIVILEGES_READY, READY, Status,
+    self, CREDENTIALS_READY, Desired, INSTANCES_READY, PAUSED, POOLS_READY, PRIVILEGES_READY,
+    READY, Status,
 };
 use crate::instances::{EffectiveInstance, effective_instances};
 use crate::reasons::Reason;
@@ -231,6 +232,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
                 message: p.message.clone(),
                 selected: (selected.as_deref() == Some(i.name())).then_some(true),
                 missing_privileges: p.missing_privileges.clone(),
+                pool_problem: p.pool_problem.clone(),
             }
         })
         .collect();
@@ -404,6 +406,8 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
     set(&mut st, instances_cond, gen_, now);
     let privileges = privileges_condition(&st.instances);
     set(&mut st, privileges, gen_, now);
+    let pools = pools_condition(&st.instances);
+    set(&mut st, pools, gen_, now);
 
     let mut warnings: Vec<String> = inp.warnings.iter().map(ToString::to_string).collect();
     if let Some(n) = spread_note {
@@ -555,6 +559,28 @@ fn privileges_condition(instances: &[InstanceStatus]) -> Desired {
             PRIVILEGES_READY,
             Status::False,
             &Reason::MissingPrivileges(lacking.join("; ")),
+        )
+    }
+}
+
+/// `PoolsReady`: every instance's resource pool exists and can be read
+/// (docs/field-cases.md B34); `PoolNotFound` names each pool and instance.
+fn pools_condition(instances: &[InstanceStatus]) -> Desired {
+    let problems: Vec<&str> = instances
+        .iter()
+        .filter_map(|i| i.pool_problem.as_deref())
+        .collect();
+    if problems.is_empty() {
+        Desired::new(
+            POOLS_READY,
+            Status::True,
+            &Reason::PoolsReady(String::new()),
+        )
+    } else {
+        Desired::new(
+            POOLS_READY,
+            Status::False,
+            &Reason::PoolNotFound(problems.join("; ")),
         )
     }
 }

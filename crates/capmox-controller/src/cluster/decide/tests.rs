@@ -47,6 +47,7 @@ fn ok(nodes: &[&str]) -> ProbeResult {
         message: None,
         identity: None,
         missing_privileges: Vec::new(),
+        pool_problem: None,
         retry: None,
     }
 }

@@ -4,6 +4,7 @@
 //! One probe = `GET /version` and `GET /cluster/status` (concurrently), then
 //! — when the instance names a template — `GET /cluster/resources?type=vm`,
 //! then `GET /access/permissions` (what the token lacks, [`privileges`]),
+//! then — when the instance names a resource pool — the pool ([`pool`]),
 //! all under one per-instance timeout, so a datacenter that does not answer
 //! costs at most that long and never delays the others (the executor probes
 //! every instance concurrently).
@@ -21,8 +22,10 @@
 //! | [`describe`] | the message and credential state of an error |
 //! | [`template`] | whether the instance's template is usable |
 //! | [`privileges`] | the privileges the token lacks for the features in use |
+//! | [`pool`] | whether the instance's resource pool exists |
 
 mod describe;
+pub mod pool;
 pub mod privileges;
 mod template;
 
@@ -67,6 +70,9 @@ pub struct ProbeResult {
     /// Privileges the token lacks for the features in use
     /// ([`privileges::missing`]); they do not make the instance unready.
     pub missing_privileges: Vec<crate::api::MissingPrivilege>,
+    /// The instance's resource pool is missing or unreadable ([`pool`]):
+    /// what to fix. Machines using it wait; the instance stays ready.
+    pub pool_problem: Option<String>,
     /// A failed probe's retry: set by [`super::cache::ProbeCache::record`];
     /// `None` when ready or not recorded yet.
     pub retry: Option<ProbeRetry>,
@@ -104,6 +110,7 @@ impl ProbeResult {
             message: Some(message.into()),
             identity: None,
             missing_privileges: Vec::new(),
+            pool_problem: None,
             retry: None,
         }
     }
@@ -168,10 +175,22 @@ async fn probe_calls(api: &dyn ProxmoxApi, inst: &EffectiveInstance) -> ProbeRes
             return r;
         }
     };
+    let pool = match pool::check(api, inst, &version).await {
+        Ok(p) => p,
+        Err(e) => {
+            let (m, c) = describe_pve(&e, &origin);
+            let mut r = ProbeResult::failed(c, m);
+            r.version = Some(version_text(&version));
+            return r;
+        }
+    };
     let mut r = evaluate(&origin, inst, &version, &status, resources.as_deref());
     // An unreadable version is taken as the newest table (PVE 9).
     let major = version.major().unwrap_or(9);
     r.missing_privileges = privileges::missing(inst, major, &held);
+    if let Some(pool::PoolCheck::Problem(m)) = pool {
+        r.pool_problem = Some(m);
+    }
     r
 }
 
@@ -262,6 +281,7 @@ pub fn evaluate(
         },
         identity: Some(identity_from_status(origin, status)),
         missing_privileges: Vec::new(),
+        pool_problem: None,
         retry: None,
     }
 }

@@ -32,9 +32,12 @@ pub fn endpoints(inst: &EffectiveInstance) -> Vec<Endpoint> {
     v
 }
 
-/// What the token lacks in `inst` on PVE `major`, per operation.
+/// What the token lacks in `inst` on PVE `major`, per operation. VM and
+/// storage privileges held on the instance's resource pool
+/// (`spec.settings.instances[].pool`) count: the clone names that pool
+/// (docs/field-cases.md B34).
 pub fn missing(inst: &EffectiveInstance, major: u32, held: &Permissions) -> Vec<MissingPrivilege> {
-    privileges::missing(held, major, &endpoints(inst))
+    privileges::missing(held, major, &endpoints(inst), inst.spec.pool.as_deref())
         .into_iter()
         .map(|m| MissingPrivilege {
             privilege: m.privilege,

@@ -89,6 +89,7 @@ fn healthy_instance() {
             message: None,
             identity: Some(crate::clients::Identity::new("cluster:dc-a")),
             missing_privileges: Vec::new(),
+            pool_problem: None,
             retry: None,
         }
     );

@@ -114,8 +114,9 @@ pub(super) fn decide(f: &Facts) -> Step {
         VmFact::Absent => match vmid {
             Err(reason) => wait(reason, Until::Change),
             Ok(_) if f.plan.is_none() => Step::Plan,
-            Ok(_) => match &f.in_line {
-                Some(l) => wait(
+            Ok(_) => match (super::pool::before_clone(f), &f.in_line) {
+                (Some(s), _) => s,
+                (None, Some(l)) => wait(
                     Reason::WaitingForCloneSlot {
                         template: l.template,
                         instance: f.instance.clone().unwrap_or_default(),
@@ -124,7 +125,7 @@ pub(super) fn decide(f: &Facts) -> Step {
                     },
                     Until::Slot,
                 ),
-                None => Step::Clone,
+                (None, None) => Step::Clone,
             },
         },
         VmFact::Ours(view) => with_vm(f, view),
@@ -235,6 +236,9 @@ fn with_vm(f: &Facts, view: &VmView) -> Step {
     let attached = f.media_attached(config);
     // The ISO matters only until the first boot: a started VM read it.
     if !running && !attached {
+        if let Some(s) = super::pool::after_clone(f) {
+            return s;
+        }
         match &f.duplicates {
             None => return Step::Observe(Observe::Duplicates),
             Some(Some(msg)) => {

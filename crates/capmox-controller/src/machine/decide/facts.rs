@@ -262,6 +262,18 @@ pub enum HaFact {
     Unusable(Reason),
 }
 
+/// The machine's resource pool as read before the clone and after it
+/// (docs/field-cases.md B34).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PoolFact {
+    /// The pool exists; the VMIDs of its guests.
+    Members(Vec<u32>),
+    /// It does not exist, or the token may not read it: what to fix.
+    Problem(String),
+    /// The instance could not be asked.
+    Unreachable(Reason),
+}
+
 /// A bootstrap ISO volume of this machine found on a storage.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MediaVolume {
@@ -327,6 +339,9 @@ pub struct Facts {
     pub marker: Marker,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// How long ago `metadata.deletionTimestamp` was set (deleting
+    /// machines; zero when it lies in the future).
+    pub deletion_age: Option<Duration>,
     /// Our finalizer is on the object.
     pub has_finalizer: bool,
     /// `spec.instance`.
@@ -362,6 +377,17 @@ pub struct Facts {
     pub ha_wanted: Option<HaSettings>,
     /// `status.haResource`: the HA resource recorded before it was created.
     pub ha_recorded: bool,
+    /// The resource pool the VM is cloned into: the machine's `spec.pool`,
+    /// else its instance's `pool` (docs/field-cases.md B34).
+    pub pool: Option<String>,
+    /// The instance's `pool`.
+    pub instance_pool: Option<String>,
+    /// The ProxmoxCluster's probe found the instance's pool missing or
+    /// unreadable (`status.instances[].poolProblem`): what it said.
+    pub pool_problem: Option<String>,
+    /// One pool is read with `GET /pools?poolid=` (PVE ≥ 8.1, or version
+    /// not known), else with `GET /pools/{poolid}`.
+    pub pool_query: bool,
     /// `spec.providerID`, as recorded (never changed once set).
     pub provider_id: Option<String>,
     /// The ProxmoxCluster's `providerIDFormat`.
@@ -407,6 +433,8 @@ pub struct Facts {
     pub media_found: Option<Vec<MediaVolume>>,
     /// The VM's HA resource.
     pub ha: Option<HaFact>,
+    /// The resource pool and its members.
+    pub pool_members: Option<PoolFact>,
     /// Another machine recording the providerID our VM would get
     /// (`Some(None)`: none does).
     pub provider_id_holder: Option<Option<String>>,

@@ -10,11 +10,16 @@
 //!   stopped and destroyed like any other.
 //! - A VM HA-managed by someone else is stopped through the HA manager:
 //!   the request's task ends before the VM stops, so the deletion waits
-//!   until `status/current` shows it stopped.
+//!   until `status/current` shows it stopped — for [`HA_STOP_DEADLINE`]
+//!   after the deletion began; past it the machine reports
+//!   `DeletionFailed` naming the HA resource and what to do, and keeps
+//!   looking with a growing delay. A running VM is never destroyed and the
+//!   finalizer stays.
 //! - A VM that HA (or an operator) moved is found on its new node by the VM
 //!   observation; nothing here re-creates it.
 
 use std::fmt;
+use std::time::Duration;
 
 use crate::api::HaSettings;
 use crate::pve::{ConfigId, HaState};
@@ -118,17 +123,44 @@ pub(super) fn deleting(f: &Facts) -> Option<Step> {
     f.ha_recorded.then_some(Step::UnregisterHa)
 }
 
+/// How long after the deletion began an HA-managed VM asked to stop may
+/// keep running before the machine reports `DeletionFailed`: 5 minutes —
+/// the HA manager acts within a few of its 10 s rounds, and a guest
+/// shutdown through HA is given Proxmox's default 180 s before it is
+/// stopped hard (docs/proxmox-semantics.md §24).
+pub const HA_STOP_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The delay between looks at a VM HA has not stopped by the deadline,
+/// `overdue` past it: a quarter of the time overdue, from 10 s up to 5 min
+/// (a few looks an hour once it is long overdue).
+pub fn overdue_delay(overdue: Duration) -> Duration {
+    (overdue / 4).clamp(Duration::from_secs(10), Duration::from_secs(300))
+}
+
 /// Deletion of a running VM that HA manages (not by our record): asked to
-/// stop through HA, it is waited for until it really stopped.
+/// stop through HA, it is waited for until it really stopped; past
+/// [`HA_STOP_DEADLINE`] the wait is reported as a failed deletion.
 pub(super) fn stopping(f: &Facts, view: &VmView) -> Option<Step> {
-    matches!(view.ha, Some(HaState::Stopped | HaState::Disabled)).then(|| {
-        wait(
+    if !matches!(view.ha, Some(HaState::Stopped | HaState::Disabled)) {
+        return None;
+    }
+    let vmid = f.vmid.unwrap_or_default();
+    let node = &view.node;
+    let age = f.deletion_age.unwrap_or_default();
+    if age < HA_STOP_DEADLINE {
+        return Some(wait(
             Reason::WaitingForHaStop(format!(
-                "VM {} on {} is HA-managed and was asked to stop; waiting until the HA manager has stopped it",
-                f.vmid.unwrap_or_default(),
-                view.node
+                "VM {vmid} on {node} is HA-managed and was asked to stop; waiting until the HA manager has stopped it"
             )),
             Until::Soon,
-        )
-    })
+        ));
+    }
+    Some(wait(
+        Reason::DeletionFailed(format!(
+            "VM {vmid} on {node} is the HA resource vm:{vmid} and was asked to stop, but it still runs {}s after the deletion began (deadline {}s); check the HA manager (ha-manager status, the LRM on {node}) or stop the VM through HA yourself (ha-manager set vm:{vmid} --state stopped); a running VM is never destroyed, and the deletion continues once it is stopped",
+            age.as_secs(),
+            HA_STOP_DEADLINE.as_secs()
+        )),
+        Until::Retry(overdue_delay(age - HA_STOP_DEADLINE)),
+    ))
 }

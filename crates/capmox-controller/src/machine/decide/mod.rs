@@ -26,7 +26,8 @@
 //! Creation, in order: preconditions (owner Machine, Cluster, pause,
 //! finalizer, valid spec, cluster infrastructure provisioned, bootstrap
 //! data) → instance → IP claims → plan (node, template) → VMID (written
-//! first) → clone → bootstrap ISO (recorded, uploaded) → one config write →
+//! first) → the resource pool exists ([`pool`]) → clone → the VM is a
+//! member of its pool → bootstrap ISO (recorded, uploaded) → one config write →
 //! grow disks → start → addresses → bootstrap finished → provision
 //! (providerID, addresses, `provisioned`) → eject and delete the ISO → the
 //! HA resource, when the machine asks for HA ([`ha`]).
@@ -46,12 +47,16 @@ pub mod step;
 
 mod create;
 mod delete;
+mod pool;
 mod provisioned;
 mod task;
 
 #[cfg(test)]
 #[path = "tests/fixtures.rs"]
 pub(crate) mod fixtures;
+#[cfg(test)]
+#[path = "tests/pool.rs"]
+mod pool_tests;
 #[cfg(test)]
 #[path = "tests/proptests.rs"]
 mod proptests;

@@ -30,6 +30,8 @@ pub enum Observed {
     HaManaged(Option<crate::pve::HaState>),
     /// The VM's HA resource.
     Ha(HaFact),
+    /// The machine's resource pool.
+    Pool(PoolFact),
     /// `status.haResource` was recorded and the VM is an HA resource (in
     /// the rule, when one applies).
     HaRegistered,
@@ -66,6 +68,8 @@ pub enum Observed {
         /// The machine's VMID range in it (its own ▸ the instance's ▸
         /// Proxmox's), inclusive.
         vmid_range: (u32, u32),
+        /// The instance's resource pool (`pool`).
+        pool: Option<String>,
     },
     /// Node and template were chosen.
     Planned(Plan),
@@ -146,6 +150,7 @@ impl Facts {
                 }
             }
             Observed::Ha(h) => self.ha = Some(h),
+            Observed::Pool(p) => self.pool_members = Some(p),
             Observed::HaRegistered => {
                 self.ha_recorded = true;
                 self.ha = Some(HaFact::Present {
@@ -184,9 +189,15 @@ impl Facts {
             Observed::InstanceChosen {
                 instance,
                 vmid_range,
+                pool,
             } => {
                 self.instance = Some(instance);
                 self.vmid_range = vmid_range;
+                // The machine's own pool wins; without one, the instance's.
+                if self.pool.is_none() {
+                    self.pool = pool.clone();
+                }
+                self.instance_pool = pool;
             }
             Observed::Planned(p) => self.plan = Some(p),
             Observed::VmidReserved(v) => {

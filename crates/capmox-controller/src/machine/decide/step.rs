@@ -42,6 +42,8 @@ pub enum Observe {
     Ha,
     /// Whether another machine records the providerID our VM would get.
     ProviderIdHolder,
+    /// The machine's resource pool and its members.
+    Pool,
 }
 
 /// When to look again after a [`Wait`].

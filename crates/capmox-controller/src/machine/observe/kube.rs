@@ -157,10 +157,17 @@ fn initial(
         m.spec.vm_id_range,
         world.instance.as_ref().and_then(|e| e.spec.vm_id_range),
     );
+    let instance_pool = world.instance.as_ref().and_then(|e| e.spec.pool.clone());
     Facts {
         name: m.metadata.name.clone().unwrap_or_default(),
         marker: marker.clone(),
         deleting: m.metadata.deletion_timestamp.is_some(),
+        deletion_age: m.metadata.deletion_timestamp.as_ref().map(|t| {
+            k8s_openapi::jiff::Timestamp::now()
+                .duration_since(t.0)
+                .try_into()
+                .unwrap_or_default()
+        }),
         has_finalizer: m
             .metadata
             .finalizers
@@ -227,6 +234,12 @@ fn initial(
             .filter(|h| h.wanted())
             .cloned(),
         ha_recorded: st.is_some_and(|s| s.ha_resource.is_some()),
+        pool: m.spec.pool.clone().or_else(|| instance_pool.clone()),
+        pool_problem: instance_status(world, m).and_then(|i| i.pool_problem.clone()),
+        pool_query: instance_status(world, m)
+            .and_then(|i| i.version.as_deref())
+            .is_none_or(pool_query),
+        instance_pool,
         provider_id: m.spec.provider_id.clone(),
         provider_id_format: world
             .proxmox_cluster
@@ -263,11 +276,23 @@ fn initial(
         duplicates: None,
         media_found: None,
         ha: None,
+        pool_members: None,
         provider_id_holder: None,
         plan: memo.plan.clone(),
         in_line: None,
         gates: Vec::new(),
     }
+}
+
+/// Whether Proxmox VE `version` (`8.4.1`) reads one pool with
+/// `GET /pools?poolid=` (from 8.1 on; docs/proxmox-semantics.md §23).
+fn pool_query(version: &str) -> bool {
+    crate::pve::VersionInfo {
+        version: version.to_string(),
+        release: String::new(),
+        repoid: String::new(),
+    }
+    .has_pool_query()
 }
 
 /// The ProxmoxCluster's status of the machine's instance.

@@ -16,6 +16,7 @@
 //! | [`duplicates`] | claimed addresses another machine holds in the same network |
 //! | [`media`] | this machine's ISO volumes on the instance's storages |
 //! | [`ha`] | the VM's HA resource and the HA rule listing it |
+//! | [`pool`] | the machine's resource pool and its members |
 //! | [`storage`] | which storages are enabled and active on which node (for the plan step) |
 //! | [`provider_id`] | whether another machine records the providerID our VM would get |
 
@@ -28,6 +29,7 @@ pub mod ha;
 pub mod ignition;
 pub mod kube;
 pub mod media;
+pub mod pool;
 pub mod provider_id;
 pub mod storage;
 pub mod task;
@@ -57,5 +59,6 @@ pub async fn run(what: Observe, run: &mut Run<'_>, facts: &Facts) -> Result<Obse
         Observe::Media => Ok(media::observe(run, facts).await),
         Observe::Ha => Ok(ha::observe(run, facts).await),
         Observe::ProviderIdHolder => Ok(provider_id::observe(run, facts).await),
+        Observe::Pool => Ok(pool::observe(run, facts).await),
     }
 }

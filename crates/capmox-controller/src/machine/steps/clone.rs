@@ -51,7 +51,14 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
         rt.slots.release(&run.me.uid);
         return fail(run, "vmid", Reason::Vmid(e));
     }
-    let req = match request(&run.machine.spec, &run.me.name, &facts.marker, vmid, plan) {
+    let req = match request(
+        &run.machine.spec,
+        facts.pool.as_deref(),
+        &run.me.name,
+        &facts.marker,
+        vmid,
+        plan,
+    ) {
         Ok(r) => r,
         Err(e) => {
             rt.slots.release(&run.me.uid);
@@ -112,22 +119,37 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                     "clone refused on a lock; clone window halved"
                 );
             }
-            let msg = format!(
+            let mut msg = format!(
                 "clone of template {} to VM {vmid} failed: {e}",
                 plan.template.vmid
             );
+            // Proxmox's 403 of a clone names no path when the VMID-or-pool
+            // check fails (docs/field-cases.md B34): say what it checks.
+            if matches!(e, PveError::PermissionDenied { .. }) {
+                let pool = match &facts.pool {
+                    Some(p) => format!("the request named pool {p}"),
+                    None => "the request named no pool (set the instance's pool or spec.pool for a pool-scoped token)".to_string(),
+                };
+                msg.push_str(&format!(
+                    "; the clone needs VM.Clone on /vms/{}, VM.Allocate on /vms/{vmid} or on the pool it names (/pool/<pool>), and Datastore.AllocateSpace on the target storage; {pool}",
+                    plan.template.vmid
+                ));
+            }
             super::pve_failed(run, StepKind::Clone, &e, Reason::CloneFailed(msg))
         }
     }
 }
 
 /// The clone request: name, marker, full or linked, target node, storage,
-/// format, pool, snapshot, as the spec asks.
+/// format, snapshot, as the spec asks, and the resource pool `pool` (the
+/// machine's `spec.pool`, else its instance's: docs/field-cases.md B34 —
+/// given at clone time, never written to the config).
 ///
 /// # Errors
 /// A message naming the spec field whose value Proxmox cannot take.
 pub fn request(
     spec: &ProxmoxMachineSpec,
+    pool: Option<&str>,
     name: &str,
     marker: &Marker,
     vmid: VmId,
@@ -150,8 +172,11 @@ pub fn request(
             DiskFormat::Vmdk => pve_client::api::qemu::clone::DiskFormat::Vmdk,
         });
     }
-    if let Some(p) = &spec.pool {
-        req = req.pool(PoolId::new(p.clone()).map_err(|e| format!("spec.pool: {e}"))?);
+    if let Some(p) = pool {
+        req = req.pool(
+            PoolId::new(p.to_string())
+                .map_err(|e| format!("pool (spec.pool or the instance's): {e}"))?,
+        );
     }
     if let Some(s) = &spec.snap_name {
         req = req.snapname(s.clone());
@@ -192,6 +217,7 @@ mod tests {
         };
         let r = request(
             &spec,
+            spec.pool.as_deref(),
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -210,6 +236,7 @@ mod tests {
         // On the template's own node: no target.
         let r = request(
             &spec,
+            spec.pool.as_deref(),
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -227,6 +254,7 @@ mod tests {
         };
         let e = request(
             &spec,
+            None,
             "m1",
             &marker(),
             VmId::new(131).unwrap(),
@@ -248,6 +276,7 @@ mod tests {
         pve.add_vm(131, "pve-a1", false, &[("name", "someone-else")]);
         let req = request(
             &ProxmoxMachineSpec::default(),
+            None,
             "m1",
             &marker(),
             VmId::new(132).unwrap(),
@@ -263,6 +292,7 @@ mod tests {
         assert!(marker().in_description(vm.config["description"].as_str().unwrap()));
         let taken = request(
             &ProxmoxMachineSpec::default(),
+            None,
             "m1",
             &marker(),
             VmId::new(131).unwrap(),

@@ -95,6 +95,11 @@ pub async fn choose(run: &mut Run<'_>) -> Result<Observed, Error> {
     Ok(Observed::InstanceChosen {
         instance: choice.instance,
         vmid_range: (range.start, range.end),
+        pool: run
+            .world
+            .instance
+            .as_ref()
+            .and_then(|e| e.spec.pool.clone()),
     })
 }
 

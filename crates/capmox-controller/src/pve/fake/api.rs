@@ -262,6 +262,17 @@ impl ProxmoxApi for FakeProxmox {
                 running: false,
             },
         );
+        if let Some(p) = &request.pool {
+            let Some(members) = s.pools.get_mut(p.as_str()) else {
+                s.vms.remove(&newid);
+                return Err(PveError::NotFound {
+                    ctx: ctx("POST", format!("/nodes/{node}/qemu/{vmid}/clone")),
+                    missing: Missing::Pool,
+                    message: format!("pool '{}' does not exist", p.as_str()),
+                });
+            };
+            members.insert(newid);
+        }
         drop(s);
         Ok(self.task(node, "qmclone", &vmid.to_string()))
     }
@@ -472,4 +483,33 @@ impl ProxmoxApi for FakeProxmox {
         d.push('x');
         Ok(())
     }
+
+    async fn pool(&self, pool: &PoolId) -> Result<Option<PoolInfo>, PveError> {
+        self.enter("pool", pool.as_str().to_string())?;
+        pool_info(&self.lock(), pool).map(Some)
+    }
+
+    async fn pool_by_path(&self, pool: &PoolId) -> Result<PoolInfo, PveError> {
+        self.enter("pool_by_path", pool.as_str().to_string())?;
+        pool_info(&self.lock(), pool)
+    }
+}
+
+/// A pool and its members, or Proxmox's `pool '<id>' does not exist`.
+fn pool_info(st: &super::State, pool: &PoolId) -> Result<PoolInfo, PveError> {
+    let Some(members) = st.pools.get(pool.as_str()) else {
+        return Err(PveError::NotFound {
+            ctx: ctx("GET", "/pools".into()),
+            missing: Missing::Pool,
+            message: format!("pool '{}' does not exist", pool.as_str()),
+        });
+    };
+    let members: Vec<serde_json::Value> = members
+        .iter()
+        .map(|v| json!({"id": format!("qemu/{v}"), "type": "qemu", "vmid": v}))
+        .collect();
+    Ok(
+        serde_json::from_value(json!({"poolid": pool.as_str(), "members": members}))
+            .expect("a pool decodes"),
+    )
 }

@@ -52,6 +52,8 @@ pub struct State {
     pub permissions: Permissions,
     /// What `GET /version` answers (default `9.1.0`).
     pub version: Option<String>,
+    /// Resource pools: their member VMIDs (a clone naming a pool adds it).
+    pub pools: BTreeMap<String, std::collections::BTreeSet<u32>>,
 }
 
 /// The in-memory Proxmox.

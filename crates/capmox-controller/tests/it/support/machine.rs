@@ -318,6 +318,7 @@ impl World {
                 message: None,
                 selected: (spec.mode() == ClusterMode::SingleInstance && i == 0).then_some(true),
                 missing_privileges: Vec::new(),
+                pool_problem: None,
             });
             for (family, cfg) in [
                 (

@@ -232,6 +232,8 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
                 InstanceSpec {
                     ha: None,
                     arch: None,
+                    // A pool on every other name length: both shapes round-trip.
+                    pool: (name.len() % 2 == 0).then(|| format!("{name}-pool")),
                     cpu,
                     bootstrap_media,
                     name,
@@ -411,6 +413,7 @@ fn cluster_status_v3() -> BoxedStrategy<ProxmoxClusterStatus> {
                                 |(name, ready, machines, nodes, version, message, selected)| {
                                     InstanceStatus {
                                         missing_privileges: Vec::new(),
+                                        pool_problem: message.clone(),
                                         name,
                                         ready,
                                         machines,

@@ -215,6 +215,7 @@ impl World {
             name: "m1".into(),
             marker: marker(),
             deleting: self.deleting,
+            deletion_age: None,
             has_finalizer: self.finalizer,
             instance: self.instance.then(|| "dc-a".to_string()),
             vmid: self.vmid,
@@ -244,6 +245,11 @@ impl World {
             check_bootstrap: true,
             ha_wanted: None,
             ha_recorded: false,
+            pool: None,
+            instance_pool: None,
+            pool_problem: None,
+            pool_query: true,
+            pool_members: None,
             provider_id: None,
             provider_id_format: Default::default(),
             paused: false,
@@ -289,6 +295,8 @@ impl World {
             Observe::Client => Observed::Client(ClientFact::Ready),
             // One machine in this world: nobody else records its providerID.
             Observe::ProviderIdHolder => Observed::ProviderIdHolder(None),
+            // This world names no pool: a read would find the VM in it.
+            Observe::Pool => Observed::Pool(PoolFact::Members(self.vmid.into_iter().collect())),
             Observe::Task => Observed::Task(match &self.task {
                 None => TaskFact::Lost(Operation::Configure),
                 Some(t) => {
@@ -479,6 +487,7 @@ impl World {
                 Observed::InstanceChosen {
                     instance: "dc-a".into(),
                     vmid_range: (100, 999_999_999),
+                    pool: None,
                 }
             }
             Step::EnsureClaims => {

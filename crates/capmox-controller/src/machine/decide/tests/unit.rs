@@ -746,6 +746,22 @@ fn deletion_removes_the_ha_resource_and_waits_for_an_ha_stop() {
     let s = decide(&f);
     assert_eq!(reason(&s), "WaitingForHAStop");
     assert_eq!(until(&s), Until::Soon);
+    // Past the deadline: a failed deletion naming the HA resource and what
+    // to do, looked at again with a growing delay; never destroyed.
+    f.deletion_age = Some(ha::HA_STOP_DEADLINE + Duration::from_secs(20));
+    let s = decide(&f);
+    assert_eq!(reason(&s), "DeletionFailed");
+    assert_eq!(until(&s), Until::Retry(Duration::from_secs(10)));
+    let Step::Wait(w) = &s else { unreachable!() };
+    let m = w.reason.message();
+    assert!(
+        m.contains("HA resource vm:131") && m.contains("ha-manager"),
+        "{m}"
+    );
+    f.deletion_age = Some(ha::HA_STOP_DEADLINE + Duration::from_secs(3600));
+    assert_eq!(until(&decide(&f)), Until::Retry(Duration::from_secs(300)));
+    f.deletion_age = Some(ha::HA_STOP_DEADLINE + Duration::from_secs(120));
+    assert_eq!(until(&decide(&f)), Until::Retry(Duration::from_secs(30)));
     f.apply(Observed::Power(Power::Stopped));
     assert_eq!(decide(&f), Step::Destroy);
     // Without HA the end of our stop task is the VM's state.
