@@ -402,7 +402,7 @@ pub struct FailureDomain {
 pub struct InstanceStatus {
     /// Instance name.
     pub name: String,
-    /// Whether the last probe succeeded (credentials valid, API reachable, a node online).
+    /// Whether the instance can be used: the last probe succeeded (credentials valid, API reachable, a node online), or fewer than three probes in a row got no answer (5xx, timeout) and the last good state is held (docs/failure-domains.md).
     pub ready: bool,
     /// ProxmoxMachines of this cluster placed in this instance.
     #[serde(default)]

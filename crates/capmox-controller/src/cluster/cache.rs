@@ -30,6 +30,9 @@ struct Cached {
     result: ProbeResult,
     expires: Instant,
     failures: u32,
+    /// The current run of failures began right after a change of client
+    /// or spec ([`ProbeRetry::after_change`]).
+    after_change: bool,
 }
 
 /// When to probe again.
@@ -102,14 +105,25 @@ impl ProbeCache {
         schedule: Schedule,
     ) -> (ProbeResult, Instant) {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = entries.get(&key);
+        let same = before.is_some_and(|c| same_client(&c.api, &api) && c.spec == spec);
+        // A failure right after the API URL or the instance spec changed,
+        // or one of a run that began so. A client rebuilt for the same URL
+        // (a learnt identity, a rotated token) is no such change: failed
+        // credentials count at once anyway (`decide::hold`).
+        let after_change = !result.ready
+            && before.is_some_and(|c| {
+                c.api.origin() != api.origin()
+                    || c.spec != spec
+                    || (c.failures > 0 && c.after_change)
+            });
         let failures = if result.ready {
             0
         } else {
             // Progress resets the count: another client (rotated
             // credentials) or another instance spec starts over.
-            entries
-                .get(&key)
-                .filter(|c| same_client(&c.api, &api) && c.spec == spec)
+            before
+                .filter(|_| same)
                 .map_or(0, |c| c.failures)
                 .saturating_add(1)
         };
@@ -117,6 +131,7 @@ impl ProbeCache {
         let expires = now + wait;
         result.retry = (failures > 0).then(|| ProbeRetry {
             failures,
+            after_change,
             at: Timestamp::now()
                 .checked_add(SignedDuration::try_from(wait).unwrap_or_default())
                 .unwrap_or_else(|_| Timestamp::now()),
@@ -129,6 +144,7 @@ impl ProbeCache {
                 result: result.clone(),
                 expires,
                 failures,
+                after_change,
             },
         );
         (result, expires)
@@ -194,7 +210,7 @@ mod tests {
             Arc::new(pve_client::PveClient::new(cfg).unwrap())
         };
         let a = mk("https://127.0.0.1:9");
-        let b = mk("https://127.0.0.1:9");
+        let b = mk("https://127.0.0.1:10");
         let cache = ProbeCache::default();
         let key: ProbeKey = ("ns".into(), "wl1".into(), "dc-a".into());
         let spec = InstanceSpec {
@@ -215,6 +231,8 @@ mod tests {
         let (r1, e1) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
         assert!(within(e1, 10), "{:?}", e1 - t0);
         assert_eq!(r1.retry.map(|r| r.failures), Some(1));
+        // The first probe this process makes is no change of settings.
+        assert_eq!(r1.retry.map(|r| r.after_change), Some(false));
         let (r2, e2) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
         assert!(within(e2, 20), "{:?}", e2 - t0);
         let retry = r2.retry.unwrap();
@@ -225,11 +243,21 @@ mod tests {
         assert_eq!(cache.fresh(&key, &a, &spec, t0).map(|r| r.0), Some(r2));
         // Another client starts the count over (and back).
         let (r, _) = cache.record(key.clone(), b.clone(), spec.clone(), bad.clone(), t0, sched);
-        assert_eq!(r.retry.map(|r| r.failures), Some(1));
+        assert_eq!(
+            r.retry.map(|r| (r.failures, r.after_change)),
+            Some((1, true))
+        );
         let (r, _) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
-        assert_eq!(r.retry.map(|r| r.failures), Some(1));
+        assert_eq!(
+            r.retry.map(|r| (r.failures, r.after_change)),
+            Some((1, true))
+        );
+        // The run that began after the change stays marked so.
         let (r2, e2) = cache.record(key.clone(), a.clone(), spec.clone(), bad.clone(), t0, sched);
-        assert_eq!(r2.retry.map(|r| r.failures), Some(2));
+        assert_eq!(
+            r2.retry.map(|r| (r.failures, r.after_change)),
+            Some((2, true))
+        );
         // Expired, other client, other spec: not fresh.
         assert!(cache.fresh(&key, &a, &spec, e2).is_none());
         assert!(cache.fresh(&key, &b, &spec, t0).is_none());

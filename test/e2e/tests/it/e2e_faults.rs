@@ -304,7 +304,7 @@ async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_noth
     let mut opts = EnvOptions::new("faults");
     opts.seed = size.seed;
     opts.sim = Some(fleet::sim_config(3, 4).unwrap());
-    opts.wait_floor = Duration::from_secs(120);
+    opts.wait_floor = Duration::from_secs(240);
     // FAULTS_KEEP=1 keeps the working directory (the controller's log).
     opts.keep_workdir = std::env::var("FAULTS_KEEP").is_ok_and(|v| v == "1");
     if let Ok(level) = std::env::var("FAULTS_LOG") {

@@ -189,7 +189,11 @@ impl CpWatch {
             Event::Delete(m) => {
                 self.machines.remove(&m.name_any());
             }
-            Event::Init => self.relist = Some(BTreeMap::new()),
+            Event::Init => {
+                // A relist begins: nothing is known until InitDone.
+                self.relist = Some(BTreeMap::new());
+                return;
+            }
             Event::InitApply(m) => {
                 self.relist
                     .get_or_insert_default()

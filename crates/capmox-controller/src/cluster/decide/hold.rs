@@ -10,7 +10,9 @@
 //! held (a 5xx, a dropped connection, a timeout: the credentials stay
 //! unverified); an answer that says what is wrong — failed credentials
 //! (401, 403, a missing or malformed Secret, TLS), no allowed node online,
-//! the template missing — counts at once: waiting does not fix it.
+//! the template missing — counts at once: waiting does not fix it. Nor is
+//! a failure held that began right after the credentials or the instance's
+//! spec changed: the state kept would be that of the old settings.
 //!
 //! The bound in time follows from the probe schedule
 //! (`super::super::cache::Schedule`): with the default first retry of 10 s,
@@ -62,7 +64,12 @@ pub fn health(probe: &ProbeResult, was_ready: bool) -> Health {
         return Health::Ready;
     }
     let failures = probe.retry.map_or(1, |r| r.failures.max(1));
-    if !was_ready || probe.credentials != CredentialState::Unverified || failures >= HOLD_FAILURES {
+    let after_change = probe.retry.is_some_and(|r| r.after_change);
+    if !was_ready
+        || after_change
+        || probe.credentials != CredentialState::Unverified
+        || failures >= HOLD_FAILURES
+    {
         return Health::Unready;
     }
     let why = probe.message.as_deref().unwrap_or("not ready");
@@ -89,6 +96,7 @@ mod tests {
         p.retry = failures.map(|failures| ProbeRetry {
             failures,
             at: Timestamp::from_second(60).unwrap(),
+            after_change: false,
         });
         p
     }
@@ -119,6 +127,18 @@ mod tests {
             (failed(CredentialState::Invalid, Some(1)), true),
             // An answer that says what is wrong (no allowed node online).
             (failed(CredentialState::Valid, Some(1)), true),
+            // Right after the credentials or the spec changed: the state
+            // that would be kept is the old settings'.
+            (
+                {
+                    let mut p = failed(unreachable, Some(1));
+                    if let Some(r) = p.retry.as_mut() {
+                        r.after_change = true;
+                    }
+                    p
+                },
+                true,
+            ),
         ] {
             assert_eq!(health(&p, was_ready), Health::Unready, "{p:?} {was_ready}");
         }

@@ -504,7 +504,7 @@ pub fn decide(inp: &Inputs<'_>) -> Decision {
 
 /// The probes as the status takes them, and the held instances' messages:
 /// a held instance ([`hold::health`]) is ready with its last known good
-/// state (the previous status' nodes, version and missing privileges, valid
+/// state (the previous status' nodes, version, missing privileges and pool problem, valid
 /// credentials) and says in its message why and for how long.
 fn held_probes(
     probes: &BTreeMap<String, ProbeResult>,
@@ -528,6 +528,7 @@ fn held_probes(
             message: Some(message),
             identity: None,
             missing_privileges: before.missing_privileges.clone(),
+            pool_problem: before.pool_problem.clone(),
             retry: p.retry,
         };
     }

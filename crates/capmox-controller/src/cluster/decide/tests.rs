@@ -69,6 +69,7 @@ fn failing(mut p: ProbeResult, failures: u32) -> ProbeResult {
     p.retry = Some(crate::cluster::probe::ProbeRetry {
         failures,
         at: ts(1_000_000),
+        after_change: false,
     });
     p
 }

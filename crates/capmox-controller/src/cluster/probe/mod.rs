@@ -85,6 +85,10 @@ pub struct ProbeRetry {
     pub failures: u32,
     /// When the next probe is due.
     pub at: k8s_openapi::jiff::Timestamp,
+    /// The failures began right after the API URL or the instance's spec
+    /// changed: the last good state was for other
+    /// settings, so it is not held (`cluster::decide::hold`).
+    pub after_change: bool,
 }
 
 impl ProbeRetry {
