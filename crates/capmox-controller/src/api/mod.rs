@@ -13,6 +13,7 @@ pub mod machine;
 pub mod templates;
 pub mod v1alpha2;
 pub mod validation;
+pub mod vm_shape;
 
 pub use cluster::{
     ApiEndpoint, ClusterMode, ClusterSettings, EndpointClaimStatus, EndpointPool, FailureDomain,

@@ -21,7 +21,8 @@ use std::path::PathBuf;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
-/// `<repo>/../shared/<rel>`, reference data beside the repository.
+/// `rel` inside the reference-data directory kept beside the repository
+/// (the Makefile's `CONFORMANCE_DATA`, read only by `make conformance`).
 ///
 /// # Panics
 /// When it is absent, naming it.
