@@ -524,7 +524,14 @@ impl Env {
         loop {
             self.check_controller()?;
             let last = match check(self.client.clone()).await? {
-                Progress::Done(v) => return Ok(v),
+                Progress::Done(v) => {
+                    eprintln!(
+                        "[e2e] {what}: {:.1} s (bound {:.0} s)",
+                        start.elapsed().as_secs_f64(),
+                        timeout.as_secs_f64()
+                    );
+                    return Ok(v);
+                }
                 Progress::Pending(s) => s,
             };
             if start.elapsed() >= timeout {

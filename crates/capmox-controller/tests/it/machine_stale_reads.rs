@@ -126,6 +126,7 @@ async fn a_lagging_watch_does_not_clone_twice() {
     assert_ne!(stale.resource_version(), current.resource_version());
     assert_eq!(stale.spec.virtual_machine_id, Some(100));
 
+    w.settled().await;
     let r = reconcile_once(Arc::new(stale.clone()), w.ctx.clone()).await;
     assert!(r.is_ok(), "{r:?}");
     let calls = w.pve("dc-a").calls();
@@ -167,6 +168,7 @@ async fn a_lagging_watch_does_not_start_twice() {
     let start_upid = task_ref(&w.get("m1").await.unwrap()).unwrap();
     assert_eq!(w.pve("dc-a").calls().count("POST", START), 1);
 
+    w.settled().await;
     let r = reconcile_once(Arc::new(stale.clone()), w.ctx.clone()).await;
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(
@@ -208,6 +210,7 @@ async fn a_lagging_watch_does_not_destroy_twice_and_deletion_finishes() {
     // The object handed to the reconcile that issued the destroy (it still
     // names the finished shutdown task, or none).
     let stale = reconcile_until_task(&w, "m1", "qmdestroy").await;
+    w.settled().await;
     let r = reconcile_once(Arc::new(stale.clone()), w.ctx.clone()).await;
     assert!(r.is_ok(), "{r:?}");
     assert_eq!(

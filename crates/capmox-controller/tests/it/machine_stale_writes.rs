@@ -51,6 +51,7 @@ async fn a_stale_instance_choice_is_refused() {
     )
     .await;
 
+    w.settled().await;
     let r = reconcile_once(Arc::new(stale), w.ctx.clone()).await;
     assert!(is_conflict(&r), "{r:?}");
     let m = w.get("m1").await.unwrap();
@@ -88,8 +89,13 @@ async fn a_stale_vmid_write_is_refused_before_any_clone() {
     .await;
 
     w.fulfil_claims().await;
+    w.settled().await;
     let r = reconcile_once(Arc::new(stale), w.ctx.clone()).await;
-    assert!(is_conflict(&r), "{r:?}");
+    assert!(
+        is_conflict(&r),
+        "{r:?}: {:?}",
+        w.get("m1").await.and_then(|m| m.status)
+    );
     let m = w.get("m1").await.unwrap();
     assert_eq!(m.spec.virtual_machine_id, Some(150), "not overwritten");
     let calls = w.pve("dc-a").calls();

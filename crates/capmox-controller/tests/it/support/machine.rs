@@ -34,6 +34,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::events::Reporter;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Api, CustomResourceExt, Resource, ResourceExt};
 use kube_sim::{KubeSim, KubeSimOptions};
 use pve_sim::{SimCluster, SimConfig, Simulator};
@@ -486,6 +487,49 @@ impl World {
             .unwrap();
     }
 
+    /// Waits until the controller's stores hold every Cluster,
+    /// ProxmoxCluster, Machine and cluster-labelled Secret at the version
+    /// the API server has. The controller reconciles on watch events, so
+    /// its stores are current when it runs; a test that calls
+    /// [`reconcile_once`] itself right after writing must wait for them
+    /// first, or the reconcile sees an older world (on a loaded machine,
+    /// one without the ProxmoxCluster's status) and rightly waits.
+    ///
+    /// # Panics
+    /// When the stores have not caught up after 10 s.
+    pub async fn settled(&self) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let st = &self.ctx.stores;
+            let labelled = ListParams::default().labels(CLUSTER_NAME_LABEL);
+            if current(&self.api::<Cluster>(), &st.clusters, &ListParams::default()).await
+                && current(
+                    &self.api::<ProxmoxCluster>(),
+                    &st.proxmox_clusters,
+                    &ListParams::default(),
+                )
+                .await
+                && current(&self.api::<Machine>(), &st.owners, &ListParams::default()).await
+                && current(&self.api::<Secret>(), &st.secrets, &labelled).await
+            {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the controller's stores did not catch up in 10 s: {st:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
     pub async fn get(&self, name: &str) -> Option<ProxmoxMachine> {
         self.machines().get_opt(name).await.unwrap()
     }
@@ -496,6 +540,7 @@ impl World {
         &self,
         name: &str,
     ) -> Option<Result<Option<Duration>, capmox_controller::error::Error>> {
+        self.settled().await;
         let pm = self.get(name).await?;
         Some(reconcile_once(Arc::new(pm), self.ctx.clone()).await)
     }
@@ -620,6 +665,23 @@ impl World {
             }
         })
     }
+}
+
+/// Whether `store` holds every object `api` lists (with `lp`) at the
+/// listed `resourceVersion`; `false` when the list fails.
+async fn current<K>(api: &Api<K>, store: &Store<K>, lp: &ListParams) -> bool
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let Ok(list) = api.list(lp).await else {
+        return false;
+    };
+    list.items.iter().all(|o| {
+        store
+            .get(&ObjectRef::from_obj(o))
+            .is_some_and(|s| s.resource_version() == o.resource_version())
+    })
 }
 
 /// See [`World::fulfil_claims`].
