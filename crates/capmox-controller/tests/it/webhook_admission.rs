@@ -225,6 +225,9 @@ async fn machines_keep_their_fields_once_the_vm_is_recorded() {
     env.stop().await;
 }
 
+/// docs/field-cases.md B45: a template webhook that refused every spec
+/// change also refused the topology controller's dry-run apply and wedged
+/// ClusterClass upgrades; the dry-run annotation lets the change through.
 #[tokio::test]
 async fn machine_templates_are_immutable_except_in_the_topology_dry_run() {
     let env = Env::start().await;

@@ -5,7 +5,8 @@
 //! - claims whose Cluster (`spec.clusterName`, else the cluster-name label)
 //!   is missing are skipped (unless being deleted), as are claims of a paused
 //!   Cluster or a paused pool;
-//! - finalizer `ipam.cluster.x-k8s.io/ReleaseAddress` first;
+//! - finalizer `ipam.cluster.x-k8s.io/ReleaseAddress` first, in the same
+//!   reconcile as the allocation;
 //! - the lowest free address of the pool (gateway, excluded and reserved
 //!   addresses never; in use = every IPAddress naming the pool) becomes an
 //!   `IPAddress` **named after the claim**, owned by the claim (controller,
@@ -210,8 +211,10 @@ async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
             _ => {}
         }
     }
-    if !deleting && meta::add_finalizer(&api, &claim.metadata, RELEASE_ADDRESS_FINALIZER).await? {
-        return Ok(ctx.poll());
+    // The finalizer, then on in the same pass (the provider adds it and
+    // allocates in one reconcile, patching both at its end).
+    if !deleting {
+        meta::add_finalizer(&api, &claim.metadata, RELEASE_ADDRESS_FINALIZER).await?;
     }
     let pool = ctx
         .api::<InClusterIPPool>(&ns)

@@ -284,6 +284,35 @@ async fn leftovers(env: &Env) -> BTreeMap<&'static str, usize> {
 
 // Two worker threads: the simulators and the stand-in serve the controller
 // while the test waits and kills.
+
+/// The IPAddressClaims still without an address, one line each (name,
+/// age, finalizers, conditions, deletion): what a stalled scale-up waits
+/// for.
+async fn waiting_claims(env: &Env) -> String {
+    let claims = scenario::list(
+        &env.client,
+        &env.namespace,
+        "ipam.cluster.x-k8s.io/v1beta2",
+        "IPAddressClaim",
+    )
+    .await
+    .unwrap_or_default();
+    claims
+        .iter()
+        .filter(|c| c.data.pointer("/status/addressRef/name").is_none())
+        .map(|c| {
+            format!(
+                "{} created={:?} finalizers={:?} deleting={} conditions={}",
+                c.metadata.name.as_deref().unwrap_or("?"),
+                c.metadata.creation_timestamp,
+                c.metadata.finalizers,
+                c.metadata.deletion_timestamp.is_some(),
+                c.data.pointer("/status/conditions").cloned().unwrap_or_default()
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_nothing_after() {
     let size = Size::from_env();
@@ -304,7 +333,10 @@ async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_noth
     let mut opts = EnvOptions::new("faults");
     opts.seed = size.seed;
     opts.sim = Some(fleet::sim_config(3, 4).unwrap());
-    opts.wait_floor = Duration::from_secs(240);
+    // At least 4 minutes, and 8 s per worker beyond that: on a loaded
+    // 2-core machine the work (and the controller's restarts) grows with
+    // the size, and the floor is what a slow machine needs, not a target.
+    opts.wait_floor = Duration::from_secs(240).max(Duration::from_secs(8 * size.workers as u64));
     // FAULTS_KEEP=1 keeps the working directory (the controller's log).
     opts.keep_workdir = std::env::var("FAULTS_KEEP").is_ok_and(|v| v == "1");
     if let Ok(level) = std::env::var("FAULTS_LOG") {
@@ -395,13 +427,17 @@ async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_noth
         dc_a.remove_fault(unreachable);
         dc_b.remove_fault(no_quorum);
     }
-    let rows = ok(env
+    let rows = match env
         .wait_machines(
             &format!("{workers} workers provisioned under faults"),
             env.waits.sim(1200.0 + 20.0 * workers as f64),
             all_up,
         )
-        .await);
+        .await
+    {
+        Ok(rows) => rows,
+        Err(e) => panic!("{e}\n--- claims without an address ---\n{}", waiting_claims(&env).await),
+    };
     let up_wall = t_up.elapsed();
     println!(
         "{workers} workers provisioned in {:.1} s ({} kills)",
