@@ -106,7 +106,9 @@ pub const DEFAULT_CREDENTIALS: (&str, &str) = ("capmox-system", "capmox-default-
 
 impl EnvOptions {
     /// Defaults for a scenario called `name`: time scale 0.005 (a 60 s clone
-    /// takes 0.3 s), seed 1, controller started, waits of at least 60 s.
+    /// takes 0.3 s), seed 1, controller started, waits of at least 150 s
+    /// (a wait that passes ends when its condition holds; the floor only
+    /// matters on a machine slowed by other work, such as a CI runner).
     pub fn new(name: &str) -> EnvOptions {
         EnvOptions {
             name: name.to_string(),
@@ -115,7 +117,7 @@ impl EnvOptions {
             sim: None,
             start_controller: true,
             log_level: "info".into(),
-            wait_floor: Duration::from_secs(60),
+            wait_floor: Duration::from_secs(150),
             keep_workdir: false,
             kube_port: 0,
             controller_args: Vec::new(),

@@ -307,7 +307,10 @@ async fn waiting_claims(env: &Env) -> String {
                 c.metadata.creation_timestamp,
                 c.metadata.finalizers,
                 c.metadata.deletion_timestamp.is_some(),
-                c.data.pointer("/status/conditions").cloned().unwrap_or_default()
+                c.data
+                    .pointer("/status/conditions")
+                    .cloned()
+                    .unwrap_or_default()
             )
         })
         .collect::<Vec<_>>()
@@ -436,7 +439,10 @@ async fn faults_of_every_kind_and_kills_leave_one_vm_per_machine_spread_and_noth
         .await
     {
         Ok(rows) => rows,
-        Err(e) => panic!("{e}\n--- claims without an address ---\n{}", waiting_claims(&env).await),
+        Err(e) => panic!(
+            "{e}\n--- claims without an address ---\n{}",
+            waiting_claims(&env).await
+        ),
     };
     let up_wall = t_up.elapsed();
     println!(
