@@ -1075,7 +1075,10 @@ mod tests {
             "Permission check failed (user 'bob@pve' does not exist)",
         ] {
             let e = classify_response(ctx("POST", "/x"), 403, Some(msg), b"");
-            assert!(matches!(&e, PveError::PermissionDenied { .. }), "{msg}: {e:?}");
+            assert!(
+                matches!(&e, PveError::PermissionDenied { .. }),
+                "{msg}: {e:?}"
+            );
         }
     }
 

@@ -9,13 +9,12 @@
 //! Cluster is deleted and nothing is left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use capmox_e2e::crds::{Cluster, Machine};
 use capmox_e2e::env::{self, Env, EnvOptions};
 use capmox_e2e::leaks;
-use capmox_e2e::observe::{self, MachineRow};
-use capmox_e2e::scenario::{self, Progress};
+use capmox_e2e::observe::MachineRow;
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -147,14 +146,10 @@ async fn flatcar_flavor_boots_with_ignition_then_delete_leaves_nothing() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    leaks::wait_nothing_left(
-        &mut env,
-        "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        &[],
-    )
-    .await
-    .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+        .await
+        .unwrap();
     let left: BTreeSet<String> =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), &ns)
             .list(&ListParams::default())

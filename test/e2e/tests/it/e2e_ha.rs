@@ -10,7 +10,7 @@
 //! provisioned) and one moved after provisioning are followed: status shows
 //! the new node, the providerID stays, nothing is cloned again. Scaling a
 //! MachineDeployment to 0 and deleting the Cluster leave no HA resource, VM,
-//! ISO, address or claim; the operator's groups and rules stay.
+//! ISO, address or claim; the operator's HA rules stay.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
@@ -135,7 +135,10 @@ fn ha_of(sims: &[SimCluster], r: &MachineRow) -> HaSeen {
     let sid = format!("vm:{vmid}");
     let rule = [INSTANCE_HA, WORKER_HA]
         .into_iter()
-        .find(|rule| sim.ha_rule_resources(rule).is_some_and(|l| l.contains(&sid)))
+        .find(|rule| {
+            sim.ha_rule_resources(rule)
+                .is_some_and(|l| l.contains(&sid))
+        })
         .map(str::to_string);
     Some((res.state, res.group, rule))
 }
@@ -202,7 +205,10 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
                         let to = other_node(&dc_a, &from);
                         let vmid = r.vmid.unwrap();
                         if dc_a.migrate_vm(vmid, &to).await.is_ok() {
-                            eprintln!("[e2e] moved VM {vmid} of {} {from} -> {to} while it boots", r.name);
+                            eprintln!(
+                                "[e2e] moved VM {vmid} of {} {from} -> {to} while it boots",
+                                r.name
+                            );
                             *slot.lock().unwrap() = Some(Moved {
                                 machine: r.name.clone(),
                                 vmid,
@@ -221,10 +227,7 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
                     Ok(if up(&rows, need_node) && followed {
                         Progress::Done(rows)
                     } else {
-                        Progress::Pending(format!(
-                            "moved {moved:?}; {}",
-                            observe::summary(&rows)
-                        ))
+                        Progress::Pending(format!("moved {moved:?}; {}", observe::summary(&rows)))
                     })
                 }
             },
@@ -240,7 +243,14 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
         per_dc,
         BTreeMap::from([("dc-a".to_string(), 2), ("dc-b".to_string(), 2)])
     );
-    assert!(env.pve.cluster("dc-c").unwrap().vms().iter().all(|v| v.template));
+    assert!(
+        env.pve
+            .cluster("dc-c")
+            .unwrap()
+            .vms()
+            .iter()
+            .all(|v| v.template)
+    );
 
     // Each VM becomes the HA resource vm:<vmid>, state started: in its group
     // on PVE 8, listed in its rule (no group) on PVE 9; control plane by the
@@ -265,6 +275,41 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
                     Progress::Done(())
                 } else {
                     Progress::Pending(format!("not as asked: {wrong:?}"))
+                })
+            }
+        },
+    )
+    .await
+    .unwrap();
+    // Each ProxmoxMachine records its resource (what deletion removes).
+    let mut want_records: Vec<String> = rows
+        .iter()
+        .map(|r| format!("vm:{}", r.vmid.unwrap()))
+        .collect();
+    want_records.sort();
+    let ns_rec = ns.clone();
+    env.wait_for(
+        "every ProxmoxMachine records its HA resource",
+        env.waits.sim(600.0),
+        |client| {
+            let (ns, want) = (ns_rec.clone(), want_records.clone());
+            async move {
+                let pms = scenario::list(
+                    &client,
+                    &ns,
+                    "infrastructure.cluster.x-k8s.io/v1alpha3",
+                    "ProxmoxMachine",
+                )
+                .await?;
+                let mut got: Vec<String> = pms
+                    .iter()
+                    .filter_map(|o| o.data["status"]["haResource"].as_str().map(String::from))
+                    .collect();
+                got.sort();
+                Ok(if got == want {
+                    Progress::Done(())
+                } else {
+                    Progress::Pending(format!("recorded {got:?}, want {want:?}"))
                 })
             }
         },
@@ -317,14 +362,19 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
         }
     }
     assert_eq!(
-        sims[1].ha_resources().iter().filter(|h| h.vmid == vmid).count(),
+        sims[1]
+            .ha_resources()
+            .iter()
+            .filter(|h| h.vmid == vmid)
+            .count(),
         1,
         "still an HA resource after the move"
     );
     assert_eq!(clones(&sims), clones_provisioned, "nothing cloned again");
 
-    // Scale dc-b's workers to 0: the worker's HA resource leaves its rule
-    // and goes, then its VM; the rule stays.
+    // Scale dc-b's workers to 0: the worker's HA resource goes, then its VM;
+    // the operator's rule stays (PVE 9 refuses a rule without resources, so
+    // a rule whose last resource it was keeps naming the removed one).
     scenario::scale_machine_deployment(&env.client, &ns, &format!("{CLUSTER}-md-dc-b"), 0)
         .await
         .unwrap();
@@ -343,7 +393,7 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
             let ha = dc_b.ha_resources().iter().any(|h| h.vmid == worker_b);
             let listed = dc_b.ha_rule_resources(WORKER_HA);
             async move {
-                Ok(if !vm && !ha && listed.as_ref().is_some_and(Vec::is_empty) {
+                Ok(if !vm && !ha && listed.is_some() {
                     Progress::Done(())
                 } else {
                     Progress::Pending(format!("VM {vm}, HA resource {ha}, rule {listed:?}"))
@@ -355,23 +405,23 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
     .unwrap();
 
     // Delete the Cluster: nothing of it is left, in Kubernetes or Proxmox;
-    // the operator's groups and rules stay (emptied of our VMs).
+    // the operator's HA rules stay.
     Api::<capmox_e2e::crds::Cluster>::namespaced(env.client.clone(), &ns)
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    leaks::wait_nothing_left(
-        &mut env,
-        "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        &[],
-    )
-    .await
-    .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+        .await
+        .unwrap();
     for rule in [INSTANCE_HA, WORKER_HA] {
-        assert_eq!(sims[1].ha_rule_resources(rule), Some(Vec::new()), "{rule}");
+        assert!(sims[1].ha_rule_resources(rule).is_some(), "{rule}");
     }
-    assert_eq!(clones(&sims), clones_provisioned, "no clone after provisioning");
+    assert_eq!(
+        clones(&sims),
+        clones_provisioned,
+        "no clone after provisioning"
+    );
     let ha_writes: u64 = sims
         .iter()
         .map(|c| c.calls().count("POST", "/cluster/ha/resources"))

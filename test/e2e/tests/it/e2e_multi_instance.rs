@@ -332,14 +332,10 @@ async fn multi_instance_spread_then_delete_leaves_nothing() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    leaks::wait_nothing_left(
-        &mut env,
-        "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        &[],
-    )
-    .await
-    .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+        .await
+        .unwrap();
     // Bootstrap Secrets went with their configs; the credentials Secrets (the
     // user's) stay.
     let left: BTreeSet<String> = secrets

@@ -378,10 +378,11 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
     leaks::wait_nothing_left(
         &mut env,
         "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
+        bound,
         leaks::TOPOLOGY_KINDS,
     )
     .await

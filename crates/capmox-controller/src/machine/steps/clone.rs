@@ -123,8 +123,13 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
             // The pool was there when it was read before the clone, and is
             // gone now (docs/field-cases.md B34): said as the read says it;
             // the next reconcile reads it again before any clone.
-            if let (PveError::NotFound { missing: Missing::Pool, .. }, Some(pool)) =
-                (&e, facts.pool.as_deref())
+            if let (
+                PveError::NotFound {
+                    missing: Missing::Pool,
+                    ..
+                },
+                Some(pool),
+            ) = (&e, facts.pool.as_deref())
             {
                 let msg = format!(
                     "{}; the clone of template {} to VM {vmid} was refused: {e}",

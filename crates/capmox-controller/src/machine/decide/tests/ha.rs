@@ -52,7 +52,10 @@ fn after_five_minutes_of_waiting_for_an_ha_stop_the_deletion_has_failed() {
             "ha-manager set vm:131 --state stopped",
             "never destroyed",
         ] {
-            assert!(message.contains(part), "at {age:?}, {part:?} missing: {message}");
+            assert!(
+                message.contains(part),
+                "at {age:?}, {part:?} missing: {message}"
+            );
         }
         assert!(
             matches!(w.until, Until::Retry(d) if d >= Duration::from_secs(10)),
