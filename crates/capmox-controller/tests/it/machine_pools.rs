@@ -5,7 +5,8 @@
 //! provisioned; deletion leaves the pool without it. The same token
 //! without a pool is refused by Proxmox at the clone: the condition names
 //! the privilege and the path, and the clone is retried with growing
-//! backoff, not in a hot loop.
+//! backoff, not in a hot loop. A pool deleted between the read before the
+//! clone and the clone itself is reported as `PoolNotFound`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support::machine as support;
