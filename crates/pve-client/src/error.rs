@@ -751,7 +751,8 @@ fn parse_error_body(body: &[u8]) -> ErrorBody {
 /// The message is taken from the body's `message`, else the reason phrase,
 /// else the `errors` map, else the status code. Then:
 /// 400 → `InvalidParameter` (or `NotFound` for `upid: no such task`);
-/// 401 → `Unauthorized`; 403 → `PermissionDenied`; 404 → `NotFound`;
+/// 401 → `Unauthorized`; 403 → `PermissionDenied` (`NotFound` when it
+/// names a missing pool, storage, … as `check_pool_exist` does); 404 → `NotFound`;
 /// 501 and other 4xx → `Unsupported`; 595/596 → `NodeUnreachable`;
 /// 5xx → by message text (Proxmox's wording; agent paths give
 /// `AgentUnavailable`), falling back to `Transient`.
@@ -785,6 +786,19 @@ pub fn classify_response(
             format!("HTTP {status} {canonical}")
         });
 
+    // Proxmox raises some missing objects as permission exceptions:
+    // `403 Permission check failed (pool 'x' does not exist)` from a clone
+    // naming a pool that is not there (`check_pool_exist`).
+    if status == 403
+        && let MessageClass::NotFound(missing) = classify_message(&message)
+        && missing != Missing::Other
+    {
+        return PveError::NotFound {
+            ctx,
+            missing,
+            message,
+        };
+    }
     match status {
         400 => {
             let no_such_task = parsed
@@ -1042,6 +1056,30 @@ mod tests {
             matches!(&e, PveError::NotFound { message, .. } if message == "upid: no such task"),
             "{e:?}"
         );
+    }
+
+    /// docs/field-cases.md B34: a clone into a pool that does not exist is
+    /// refused as a permission exception naming the pool.
+    #[test]
+    fn a_missing_pool_refused_with_403_is_not_found() {
+        let msg = "Permission check failed (pool 'k8s-wl9' does not exist)";
+        let e = classify_response(ctx("POST", "/nodes/n/qemu/9000/clone"), 403, Some(msg), b"");
+        assert!(
+            matches!(&e, PveError::NotFound { missing: Missing::Pool, message, .. } if message == msg),
+            "{e:?}"
+        );
+        // Other 403s stay permission errors, also when they say what is missing
+        // without naming a known kind of object.
+        for msg in [
+            "Permission check failed (/pool/k8s, VM.Allocate)",
+            "Permission check failed (user 'bob@pve' does not exist)",
+        ] {
+            let e = classify_response(ctx("POST", "/x"), 403, Some(msg), b"");
+            assert!(
+                matches!(&e, PveError::PermissionDenied { .. }),
+                "{msg}: {e:?}"
+            );
+        }
     }
 
     #[test]

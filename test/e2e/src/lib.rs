@@ -12,6 +12,7 @@
 //! | [`demo`] | `make demo` |
 //! | [`env`] | the environment: pve-sim + kube-sim + stand-in, or a real cluster |
 //! | [`error`] | the crate's error type |
+//! | [`leaks`] | what a deleted cluster must not leave behind |
 //! | [`observe`] | machine rows, VMs and ISOs of the simulated datacenters |
 //! | [`scenario`] | applying YAML, bounded waits, listing |
 //! | [`setup`] | CRDs and namespaces on an API server |
@@ -27,6 +28,7 @@ pub mod crds;
 pub mod demo;
 pub mod env;
 pub mod error;
+pub mod leaks;
 pub mod observe;
 pub mod scenario;
 pub mod setup;

@@ -5,7 +5,8 @@
 //! provisioned; deletion leaves the pool without it. The same token
 //! without a pool is refused by Proxmox at the clone: the condition names
 //! the privilege and the path, and the clone is retried with growing
-//! backoff, not in a hot loop.
+//! backoff, not in a hot loop. A pool deleted between the read before the
+//! clone and the clone itself is reported as `PoolNotFound`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use crate::support::machine as support;
@@ -106,4 +107,82 @@ async fn without_the_pool_the_clone_is_refused_naming_privilege_and_path() {
     assert!((8..=10).contains(&n), "{n} clone calls");
     assert!(reconciles as u64 > 3 * n, "{reconciles} reconciles");
     assert!(w.pve("dc-a").vm(vmid).is_none());
+}
+
+/// The pool is read before the clone and deleted before Proxmox handles
+/// the clone (held back by a latency fault): Proxmox refuses the clone with
+/// `403 Permission check failed (pool 'k8s' does not exist)`. The machine
+/// says `PoolNotFound` (naming pool and instance), not a missing
+/// privilege; no VM is made, and the pool is read again before any other
+/// clone, so none is tried while the pool is missing.
+#[tokio::test]
+async fn a_pool_deleted_before_the_clone_is_reported_as_not_found() {
+    let mut sim = fast_sim();
+    sim.cluster_mut("dc-a")
+        .unwrap()
+        .pools
+        .push(pve_sim::PoolConfig {
+            poolid: "k8s".into(),
+            comment: None,
+            members: vec![],
+            storage: vec![],
+        });
+    let w = world_with(WorldOptions {
+        sim,
+        ..WorldOptions::default()
+    })
+    .await;
+    let dc_a = capmox_controller::api::InstanceSpec {
+        pool: Some("k8s".into()),
+        ..instance("dc-a", 10)
+    };
+    w.cluster("wl1", multi(vec![dc_a])).await;
+    w.machine("wl1", "m1", pinned()).await;
+    let sim = w.pve("dc-a").clone();
+    // 400 simulated seconds: 2 s at the test scale.
+    sim.add_fault(pve_sim::Fault {
+        method: Some("POST".into()),
+        path: Some(CLONE.into()),
+        node: None,
+        probability: 1.0,
+        count: Some(1),
+        kind: pve_sim::FaultKind::Latency { seconds: 400.0 },
+    });
+    let clones = || sim.calls().count("POST", CLONE);
+    let drive = async {
+        for _ in 0..100 {
+            if clones() > 0 {
+                return;
+            }
+            w.fulfil_claims().await;
+            let _ = w.reconcile("m1").await;
+        }
+        panic!("no clone was tried");
+    };
+    let delete_pool = async {
+        // The fault is spent when the clone request arrives.
+        while !sim.faults().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(sim.remove_pool("k8s"));
+    };
+    tokio::join!(drive, delete_pool);
+    let m = w.get("m1").await.unwrap();
+    let vmid = m.spec.virtual_machine_id.unwrap();
+    let (_, reason, message) = condition(&m, "VirtualMachineProvisioned").unwrap();
+    assert_eq!(reason, "PoolNotFound", "{message}");
+    assert!(
+        message.contains("pool k8s of instance dc-a does not exist"),
+        "{message}"
+    );
+    assert!(sim.vm(vmid).is_none());
+    // Later reconciles read the pool first and clone nothing.
+    for _ in 0..5 {
+        let _ = w.reconcile("m1").await;
+    }
+    let m = w.get("m1").await.unwrap();
+    let (_, reason, message) = condition(&m, "VirtualMachineProvisioned").unwrap();
+    assert_eq!(reason, "PoolNotFound", "{message}");
+    assert_eq!(clones(), 1);
+    assert!(sim.vm(vmid).is_none());
 }

@@ -73,7 +73,8 @@ fn early_checks(ctx: &Ctx, st: &ClusterState, a: &Args) -> Result<Plan, ApiError
     if let Some(p) = &a.pool
         && !st.pools.contains_key(p)
     {
-        return Err(ApiError::internal(format!("pool '{p}' does not exist")));
+        // `check_pool_exist` raises a permission exception.
+        return Err(ApiError::forbidden(&format!("pool '{p}' does not exist")));
     }
     if let Some(t) = &a.target
         && !st.nodes.contains_key(t)

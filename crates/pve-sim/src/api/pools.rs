@@ -187,3 +187,22 @@ pub(crate) fn delete(ctx: &Ctx) -> ApiResult {
     st.pools.remove(&id);
     Ok(Reply::null())
 }
+
+impl crate::SimCluster {
+    /// Deletes resource pool `pool` as `DELETE /pools/{poolid}` does: only
+    /// an empty pool (no VM, no storage). Returns false when there is no
+    /// such pool or it is not empty.
+    pub fn remove_pool(&self, pool: &str) -> bool {
+        let mut st = self.inner.lock();
+        if !st
+            .pools
+            .get(pool)
+            .is_some_and(|p| p.vms.is_empty() && p.storage.is_empty())
+        {
+            return false;
+        }
+        st.pools.remove(pool);
+        st.sync_pool_acl();
+        true
+    }
+}

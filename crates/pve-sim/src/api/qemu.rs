@@ -87,7 +87,8 @@ pub(crate) fn create(ctx: &Ctx) -> ApiResult {
         if let Some(p) = &pool
             && !st.pools.contains_key(p)
         {
-            return Err(ApiError::internal(format!("pool '{p}' does not exist")));
+            // `check_pool_exist` raises a permission exception.
+            return Err(ApiError::forbidden(&format!("pool '{p}' does not exist")));
         }
         if let Some(existing) = st.vms.get(&vmid) {
             return Err(ApiError::internal(format!(

@@ -164,13 +164,37 @@ async fn pools_and_clone_into_a_pool() {
         200
     );
     assert_eq!(a.delete("/pools/capi").await.status, 200);
+}
+
+/// docs/field-cases.md B34: a clone naming a pool that does not exist (here
+/// one just deleted) is refused at once as Proxmox's `check_pool_exist`
+/// refuses it — a permission exception, 403 — and creates nothing.
+#[tokio::test]
+async fn a_clone_into_a_missing_pool_is_refused_with_403() {
+    let sim = start(fast_config()).await;
+    let c = sim.cluster("dc-a").unwrap();
+    let a = Api::new(c);
+    assert_eq!(a.post("/pools", &[("poolid", "gone")]).await.status, 200);
+    assert_eq!(a.delete("/pools/gone").await.status, 200);
+    let tasks = c.tasks().len();
+    for pool in ["gone", "nope"] {
+        let r = a
+            .post(
+                "/nodes/pve-a1/qemu/9000/clone",
+                &[("newid", "102"), ("pool", pool)],
+            )
+            .await;
+        let want = format!("Permission check failed (pool '{pool}' does not exist)");
+        assert_eq!((r.status, r.reason.as_str()), (403, want.as_str()), "{r:?}");
+    }
+    assert!(c.vm(102).is_none());
+    assert_eq!(c.tasks().len(), tasks, "no task started");
+    assert_eq!(c.pool_members("gone"), None);
+    // The VMID is still free: the same clone without the pool works.
     let r = a
-        .post(
-            "/nodes/pve-a1/qemu/9000/clone",
-            &[("newid", "102"), ("pool", "nope")],
-        )
+        .post("/nodes/pve-a1/qemu/9000/clone", &[("newid", "102")])
         .await;
-    assert_eq!(r.reason, "pool 'nope' does not exist");
+    assert_eq!(a.run("pve-a1", r).await, "OK");
 }
 
 #[tokio::test]

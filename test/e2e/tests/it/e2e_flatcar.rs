@@ -9,12 +9,12 @@
 //! Cluster is deleted and nothing is left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use capmox_e2e::crds::{Cluster, Machine};
 use capmox_e2e::env::{self, Env, EnvOptions};
-use capmox_e2e::observe::{self, MachineRow};
-use capmox_e2e::scenario::{self, Progress};
+use capmox_e2e::leaks;
+use capmox_e2e::observe::MachineRow;
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -146,48 +146,10 @@ async fn flatcar_flavor_boots_with_ignition_then_delete_leaves_nothing() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    let clusters = env.pve.clusters().to_vec();
-    let ns2 = ns.clone();
-    env.wait_for(
-        "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        |client| {
-            let ns = ns2.clone();
-            let vms: usize = clusters.iter().map(|c| observe::vms(c).len()).sum();
-            let isos: usize = clusters.iter().map(|c| observe::isos(c).len()).sum();
-            async move {
-                let mut left = BTreeMap::new();
-                for (api_version, kind) in [
-                    ("cluster.x-k8s.io/v1beta2", "Cluster"),
-                    ("cluster.x-k8s.io/v1beta2", "Machine"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineSet"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
-                    (
-                        "controlplane.cluster.x-k8s.io/v1beta2",
-                        "KubeadmControlPlane",
-                    ),
-                    ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddress"),
-                    ("ipam.cluster.x-k8s.io/v1alpha2", "InClusterIPPool"),
-                ] {
-                    let n = scenario::list(&client, &ns, api_version, kind).await?.len();
-                    if n > 0 {
-                        left.insert(kind.to_string(), n);
-                    }
-                }
-                Ok(if left.is_empty() && vms == 0 && isos == 0 {
-                    Progress::Done(())
-                } else {
-                    Progress::Pending(format!("objects {left:?}, VMs {vms}, ISOs {isos}"))
-                })
-            }
-        },
-    )
-    .await
-    .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+        .await
+        .unwrap();
     let left: BTreeSet<String> =
         Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), &ns)
             .list(&ListParams::default())

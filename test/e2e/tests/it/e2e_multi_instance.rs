@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use capmox_e2e::clusterctl;
 use capmox_e2e::crds::{Cluster, IPAddress, Machine};
 use capmox_e2e::env::{self, Env, EnvOptions};
+use capmox_e2e::leaks;
 use capmox_e2e::observe::{self, MachineRow};
 use capmox_e2e::scenario::{self, Progress};
 use k8s_openapi::ByteString;
@@ -331,48 +332,10 @@ async fn multi_instance_spread_then_delete_leaves_nothing() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    let clusters = env.pve.clusters().to_vec();
-    let ns3 = ns.clone();
-    env.wait_for(
-        "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        |client| {
-            let ns = ns3.clone();
-            let vms: usize = clusters.iter().map(|c| observe::vms(c).len()).sum();
-            let isos: usize = clusters.iter().map(|c| observe::isos(c).len()).sum();
-            async move {
-                let mut left = BTreeMap::new();
-                for (api_version, kind) in [
-                    ("cluster.x-k8s.io/v1beta2", "Cluster"),
-                    ("cluster.x-k8s.io/v1beta2", "Machine"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineSet"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
-                    (
-                        "controlplane.cluster.x-k8s.io/v1beta2",
-                        "KubeadmControlPlane",
-                    ),
-                    ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddress"),
-                    ("ipam.cluster.x-k8s.io/v1alpha2", "InClusterIPPool"),
-                ] {
-                    let n = scenario::list(&client, &ns, api_version, kind).await?.len();
-                    if n > 0 {
-                        left.insert(kind.to_string(), n);
-                    }
-                }
-                Ok(if left.is_empty() && vms == 0 && isos == 0 {
-                    Progress::Done(())
-                } else {
-                    Progress::Pending(format!("objects {left:?}, VMs {vms}, ISOs {isos}"))
-                })
-            }
-        },
-    )
-    .await
-    .unwrap();
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+        .await
+        .unwrap();
     // Bootstrap Secrets went with their configs; the credentials Secrets (the
     // user's) stay.
     let left: BTreeSet<String> = secrets

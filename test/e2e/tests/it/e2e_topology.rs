@@ -19,6 +19,7 @@ use capmox_e2e::bench::measure;
 use capmox_e2e::clusterctl;
 use capmox_e2e::crds::{Cluster, IPAddress, Machine};
 use capmox_e2e::env::{Env, EnvOptions};
+use capmox_e2e::leaks;
 use capmox_e2e::observe::{self, MachineRow};
 use capmox_e2e::scenario::{self, Progress};
 use capmox_e2e::standin::meta::CONTROL_PLANE_LABEL;
@@ -377,69 +378,12 @@ async fn topology_spreads_rolls_a_variable_change_and_deletes_cleanly() {
         .delete(CLUSTER, &DeleteParams::default())
         .await
         .unwrap();
-    let sims = env.pve.clusters().to_vec();
-    let ns3 = ns.clone();
-    env.wait_for(
+    let bound = env.waits.sim(3.0 * 200.0);
+    leaks::wait_nothing_left(
+        &mut env,
         "the whole cluster deleted",
-        env.waits.sim(3.0 * 200.0),
-        |client| {
-            let ns = ns3.clone();
-            let vms: usize = sims.iter().map(|c| observe::vms(c).len()).sum();
-            let isos: usize = sims.iter().map(|c| observe::isos(c).len()).sum();
-            async move {
-                let mut left = BTreeMap::new();
-                for (api_version, kind) in [
-                    ("cluster.x-k8s.io/v1beta2", "Cluster"),
-                    ("cluster.x-k8s.io/v1beta2", "Machine"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineSet"),
-                    ("cluster.x-k8s.io/v1beta2", "MachineDeployment"),
-                    (
-                        "controlplane.cluster.x-k8s.io/v1beta2",
-                        "KubeadmControlPlane",
-                    ),
-                    ("bootstrap.cluster.x-k8s.io/v1beta2", "KubeadmConfig"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxCluster"),
-                    ("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddressClaim"),
-                    ("ipam.cluster.x-k8s.io/v1beta2", "IPAddress"),
-                    ("ipam.cluster.x-k8s.io/v1alpha2", "InClusterIPPool"),
-                ] {
-                    let n = scenario::list(&client, &ns, api_version, kind).await?.len();
-                    if n > 0 {
-                        left.insert(kind.to_string(), n);
-                    }
-                }
-                for (api_version, kind) in [
-                    (
-                        "infrastructure.cluster.x-k8s.io/v1alpha3",
-                        "ProxmoxMachineTemplate",
-                    ),
-                    (
-                        "bootstrap.cluster.x-k8s.io/v1beta2",
-                        "KubeadmConfigTemplate",
-                    ),
-                ] {
-                    let mine = scenario::list(&client, &ns, api_version, kind)
-                        .await?
-                        .iter()
-                        .filter(|o| {
-                            o.metadata
-                                .labels
-                                .as_ref()
-                                .is_some_and(|l| l.contains_key("cluster.x-k8s.io/cluster-name"))
-                        })
-                        .count();
-                    if mine > 0 {
-                        left.insert(kind.to_string(), mine);
-                    }
-                }
-                Ok(if left.is_empty() && vms == 0 && isos == 0 {
-                    Progress::Done(())
-                } else {
-                    Progress::Pending(format!("objects {left:?}, VMs {vms}, ISOs {isos}"))
-                })
-            }
-        },
+        bound,
+        leaks::TOPOLOGY_KINDS,
     )
     .await
     .unwrap();

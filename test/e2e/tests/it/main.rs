@@ -11,6 +11,7 @@ mod e2e_credentials;
 mod e2e_endpoint;
 mod e2e_faults;
 mod e2e_flatcar;
+mod e2e_ha;
 mod e2e_modes;
 mod e2e_multi_instance;
 mod e2e_scale;

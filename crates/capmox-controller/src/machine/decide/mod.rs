@@ -55,6 +55,9 @@ mod task;
 #[path = "tests/fixtures.rs"]
 pub(crate) mod fixtures;
 #[cfg(test)]
+#[path = "tests/ha.rs"]
+mod ha_tests;
+#[cfg(test)]
 #[path = "tests/pool.rs"]
 mod pool_tests;
 #[cfg(test)]

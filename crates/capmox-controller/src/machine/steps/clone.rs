@@ -10,13 +10,14 @@
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::machine::{DiskFormat, ProxmoxMachineSpec};
+use crate::cluster::probe::pool::missing_text;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, InLine, Observed, Operation, Plan, StepKind};
 use crate::machine::plan::scheduler::PendingVm;
 use crate::machine::runtime::slots::{SlotGrant, TemplateKey};
 use crate::machine::vm::marker::Marker;
-use crate::pve::{CloneRequest, NodeName, PoolId, PveError, StorageId, VmId};
+use crate::pve::{CloneRequest, Missing, NodeName, PoolId, PveError, StorageId, VmId};
 use crate::reasons::Reason;
 
 /// Clones.
@@ -118,6 +119,24 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                     window,
                     "clone refused on a lock; clone window halved"
                 );
+            }
+            // The pool was there when it was read before the clone, and is
+            // gone now (docs/field-cases.md B34): said as the read says it;
+            // the next reconcile reads it again before any clone.
+            if let (
+                PveError::NotFound {
+                    missing: Missing::Pool,
+                    ..
+                },
+                Some(pool),
+            ) = (&e, facts.pool.as_deref())
+            {
+                let msg = format!(
+                    "{}; the clone of template {} to VM {vmid} was refused: {e}",
+                    missing_text(pool, &inst.name),
+                    plan.template.vmid
+                );
+                return super::pve_failed(run, StepKind::Clone, &e, Reason::PoolNotFound(msg));
             }
             let mut msg = format!(
                 "clone of template {} to VM {vmid} failed: {e}",
