@@ -120,6 +120,7 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
             cpu: eff.spec.cpu.as_ref(),
             media: eff.spec.bootstrap_media.as_ref(),
             arch: eff.spec.arch.map(|a| a.arch()),
+            pci_mappings: Some(&eff.spec.pci_mappings),
         },
     ) && let Err(e) = arch::check(&desired, &tcfg, first.vmid, &inst.name)
     {
