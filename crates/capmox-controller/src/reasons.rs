@@ -90,6 +90,9 @@ pub enum Reason {
     /// What the machine asks cannot be made on its VM's architecture
     /// (refused before the clone).
     ArchitectureUnfit(ArchError),
+    /// A PCI device option the template cannot have (refused before the
+    /// clone).
+    PciDeviceUnfit(crate::machine::plan::pci::PciUnfit),
     /// No VMID can be reserved.
     Vmid(VmidError),
     /// The recorded VMID cannot be this machine's: out of range, a
@@ -316,9 +319,12 @@ impl Reason {
             Reason::NoNode(e) => match e {
                 ScheduleError::InsufficientMemory { .. } => "InsufficientMemory",
                 ScheduleError::Storage { .. } => "StorageNotAvailable",
+                ScheduleError::PciMappingNotFound { .. } => "PciMappingNotFound",
+                ScheduleError::PciDevicesExhausted { .. } => "PciDevicesExhausted",
                 _ => "NoNodeAvailable",
             },
             Reason::ArchitectureUnfit(_) => "ArchitectureUnfit",
+            Reason::PciDeviceUnfit(_) => "PciDeviceUnfit",
             Reason::Vmid(e) => match e {
                 VmidError::Exhausted { .. } => "VMIDRangeExhausted",
                 VmidError::HeldByOther { .. } => "VMIDInUse",
@@ -418,6 +424,7 @@ impl Reason {
             Reason::Template(e) => e.to_string(),
             Reason::NoNode(e) => e.to_string(),
             Reason::ArchitectureUnfit(e) => e.to_string(),
+            Reason::PciDeviceUnfit(e) => e.to_string(),
             Reason::Vmid(e) => e.to_string(),
             Reason::InvalidVmid { vmid, found } => format!(
                 "spec.virtualMachineID {vmid} cannot be this machine's VM: {found}; it is left alone and no VM is cloned. Delete the machine (CAPI replaces it) or clear spec.virtualMachineID to let the provider reserve one"
@@ -520,6 +527,7 @@ impl Reason {
             | Reason::MissingPrivileges(_)
             | Reason::ProviderIdInUse { .. }
             | Reason::ArchitectureUnfit(_)
+            | Reason::PciDeviceUnfit(_)
             | Reason::IsoStorageUnfit(_) => true,
             Reason::InstanceNotSelected(e) => !matches!(
                 e,

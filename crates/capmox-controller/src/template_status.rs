@@ -8,6 +8,12 @@
 //!   not read.
 //! - `capacity.memory` = `<memoryMiB>Mi`; left out when `memoryMiB` is not set
 //!   (same reason).
+//! - `capacity["nvidia.com/gpu"]` = the number of `pciDevices` that are
+//!   GPUs (`primaryGpu: true` or a mediated device type, a vGPU); left out
+//!   when there are none. The key is the extended resource the NVIDIA
+//!   device plugin advertises, as in Cluster API's opt-in
+//!   autoscaling-from-zero proposal; GPUs of other vendors need their own key, which this
+//!   provider cannot tell from a mapping name (docs/vm-shapes.md).
 //! - `nodeInfo.operatingSystem: linux`; `nodeInfo.architecture` (Kubernetes
 //!   words, `amd64` or `arm64`) is the architecture of the instance the
 //!   template's `spec.instance` names, when that instance of the
@@ -56,6 +62,9 @@ pub fn architecture(spec: &ProxmoxMachineSpec, instance_arch: Option<Arch>) -> &
     }
 }
 
+/// The capacity key of GPUs (the NVIDIA device plugin's extended resource).
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+
 /// The status a template's machine spec implies (pure); `instance_arch`
 /// is the `arch` of the instance `spec.instance` names, if any.
 pub fn status_for(
@@ -69,6 +78,10 @@ pub fn status_for(
     }
     if let Some(mib) = spec.memory_mib {
         capacity.insert("memory".to_string(), Quantity(format!("{mib}Mi")));
+    }
+    let gpus = spec.pci_devices.iter().filter(|d| d.is_gpu()).count();
+    if gpus > 0 {
+        capacity.insert(GPU_RESOURCE.to_string(), Quantity(gpus.to_string()));
     }
     ProxmoxMachineTemplateStatus {
         capacity,
@@ -212,6 +225,33 @@ mod tests {
         assert_eq!(architecture(&cpu("host"), None), "amd64");
         let s = status_for(&cpu("max"), Some(Arch::Aarch64));
         assert_eq!(s.node_info.unwrap().architecture.as_deref(), Some("arm64"));
+    }
+
+    #[test]
+    fn gpu_count_from_the_pci_devices() {
+        use crate::api::machine::PciDeviceSpec;
+        let dev = |m: &str, gpu: Option<bool>, mdev: Option<&str>| PciDeviceSpec {
+            mapping: m.into(),
+            primary_gpu: gpu,
+            mdev: mdev.map(str::to_string),
+            ..PciDeviceSpec::default()
+        };
+        let spec = ProxmoxMachineSpec {
+            pci_devices: vec![
+                dev("a100", Some(true), None),
+                dev("grid", None, Some("nvidia-63")),
+                dev("nic", None, None),
+                dev("nvme", Some(false), None),
+            ],
+            ..ProxmoxMachineSpec::default()
+        };
+        let s = status_for(&spec, None);
+        assert_eq!(
+            s.capacity.get("nvidia.com/gpu"),
+            Some(&Quantity("2".into()))
+        );
+        let none = status_for(&ProxmoxMachineSpec::default(), None);
+        assert!(!none.capacity.contains_key("nvidia.com/gpu"));
     }
 
     #[test]

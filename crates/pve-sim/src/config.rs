@@ -93,6 +93,9 @@ pub struct ClusterConfig {
     /// Resource pools present at start.
     #[serde(default)]
     pub pools: Vec<PoolConfig>,
+    /// PCI resource mappings (`GET /cluster/mapping/pci`).
+    #[serde(default)]
+    pub pci_mappings: Vec<PciMappingConfig>,
     /// HA groups present at start (PVE 8 only: PVE 9 migrated groups to rules).
     #[serde(default)]
     pub ha_groups: Vec<HaGroupConfig>,
@@ -511,6 +514,24 @@ pub struct HaRuleConfig {
     /// VMIDs of the HA resources the rule lists (a rule lists at least one;
     /// the file may name VMs that are no HA resource any more).
     pub resources: Vec<u32>,
+}
+
+/// A PCI resource mapping (`GET /cluster/mapping/pci`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PciMappingConfig {
+    /// The mapping id (`pve-configid`).
+    pub id: String,
+    /// Description.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The per-node entries, property strings
+    /// `node=<node>,path=<addr>[;<addr>…],id=<vendor:device>[,…]`.
+    #[serde(default)]
+    pub map: Vec<String>,
+    /// Whether the devices provide mediated devices.
+    #[serde(default)]
+    pub mdev: bool,
 }
 
 /// A resource pool.
@@ -1063,6 +1084,7 @@ fn builtin_cluster(name: &str, letter: char, nodes: u32, net: u8, template: u32)
             acl: vec![provider],
         }],
         pools: vec![],
+        pci_mappings: vec![],
         ha_groups: vec![],
         ha_rules: vec![],
         faults: vec![],

@@ -267,6 +267,14 @@ pub struct InstanceSpec {
     /// machine type and no IDE bus (docs/vm-shapes.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<crate::api::machine::VmArch>,
+    /// Renames of PCI resource mappings for this Proxmox cluster: a
+    /// machine's `pciDevices[].mapping` that is a key here uses the value
+    /// as the mapping id in this instance (`GET /cluster/mapping/pci`), so
+    /// one machine template can ask for `gpu` while each datacenter calls
+    /// its mapping differently (e.g. `{gpu: nvidia-a100}`). Names that are
+    /// not keys are used as they are.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub pci_mappings: BTreeMap<String, String>,
     /// Proxmox HA for the machines placed here (a machine's `spec.ha`
     /// overrides it); unset: the VMs are not HA resources.
     #[serde(default, skip_serializing_if = "Option::is_none")]

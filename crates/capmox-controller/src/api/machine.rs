@@ -13,7 +13,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{Condition, Initialization, IpPoolReference, TemplateSelector, VmIdRange};
-pub use super::vm_shape::{BootstrapMediaSpec, CdromBus, CpuSpec, VmArch};
+pub use super::vm_shape::{BootstrapMediaSpec, CdromBus, CpuSpec, PciDeviceSpec, VmArch};
 
 /// Desired state of a ProxmoxMachine (also the body of a ProxmoxMachineTemplate).
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -219,6 +219,13 @@ pub struct ProxmoxMachineSpec {
     /// `bootstrapMedia` fills what this leaves out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_media: Option<BootstrapMediaSpec>,
+    /// PCI devices passed through by Proxmox resource mapping, in order
+    /// `hostpci0`, `hostpci1`, … (at most 16); each mapping once. The VM
+    /// goes only to a node where every mapping has a free device
+    /// (docs/vm-shapes.md "PCI devices").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub pci_devices: Vec<PciDeviceSpec>,
 }
 
 /// Disk image format of a full clone (Proxmox `format`).

@@ -97,3 +97,47 @@ pub struct CpuSpec {
     #[schemars(length(max = 12), inner(pattern(r"^[+-][a-zA-Z0-9_.-]+$")))]
     pub flags: Vec<String>,
 }
+
+/// One PCI device passed through to the VM by a Proxmox resource mapping
+/// (`hostpci[n]: mapping=<id>,…` of `/nodes/{node}/qemu/{vmid}/config`;
+/// mappings are listed by `GET /cluster/mapping/pci`). The VM is placed
+/// only on a node where the mapping has a free device; see
+/// docs/vm-shapes.md "PCI devices".
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PciDeviceSpec {
+    /// The mapping's name (a Proxmox configuration id: a letter, then
+    /// letters, digits, `-` and `_`). The instance's `pciMappings` may
+    /// rename it to the id the mapping has in that Proxmox cluster.
+    #[schemars(length(min = 1, max = 128), pattern(r"^[A-Za-z][A-Za-z0-9_-]*$"))]
+    pub mapping: String,
+    /// Attach on the PCI Express bus (`pcie=1`); Proxmox allows it only on
+    /// the `q35` machine type, so a template of another machine type is
+    /// refused before the clone (the controller never changes a VM's
+    /// chipset, which would renumber the guest's devices).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<bool>,
+    /// Whether the guest sees the device's ROM (`rombar`, Proxmox default
+    /// true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rombar: Option<bool>,
+    /// The device is the VM's primary GPU (`x-vga=1`). It also marks the
+    /// device as a GPU for the autoscaler's capacity (`nvidia.com/gpu`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub primary_gpu: Option<bool>,
+    /// A mediated device type (`mdev`, e.g. `nvidia-63` for a vGPU
+    /// profile) instead of the whole device; the mapping must be
+    /// mdev-capable. Mediated devices are shared: they are not counted
+    /// per device by the scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64), pattern(r"^[^/.:,;]+$"))]
+    pub mdev: Option<String>,
+}
+
+impl PciDeviceSpec {
+    /// Whether the device counts as a GPU for the autoscaler's capacity
+    /// (`primaryGpu` or a mediated device type: vGPU profiles).
+    pub fn is_gpu(&self) -> bool {
+        self.primary_gpu == Some(true) || self.mdev.is_some()
+    }
+}

@@ -21,6 +21,7 @@ pub use pve_client::api::access::Permissions;
 pub use pve_client::api::agent::{ExecStatus, GuestInterface};
 pub use pve_client::api::cluster::{ClusterResource, ClusterStatusEntry, ResourceType};
 pub use pve_client::api::ha::{HaResource, HaResourceRequest, HaRule, HaSid, HaState};
+pub use pve_client::api::mapping::PciMapping;
 pub use pve_client::api::pools::PoolInfo;
 pub use pve_client::api::qemu::clone::CloneRequest;
 pub use pve_client::api::qemu::config::{ConfigUpdate, VmConfig};
@@ -230,6 +231,10 @@ pub trait ProxmoxApi: Send + Sync + 'static {
 
     /// `GET /pools/{pool}` (PVE < 8.1): one pool with its members.
     async fn pool_by_path(&self, pool: &PoolId) -> Result<PoolInfo, PveError>;
+
+    /// `GET /cluster/mapping/pci`: the PCI resource mappings the token may
+    /// see, each with its per-node devices ([`PciMapping::devices_per_node`]).
+    async fn pci_mappings(&self) -> Result<Vec<PciMapping>, PveError>;
 }
 
 #[async_trait]
@@ -450,6 +455,10 @@ impl ProxmoxApi for PveClient {
 
     async fn pool_by_path(&self, pool: &PoolId) -> Result<PoolInfo, PveError> {
         PveClient::pool_by_path(self, pool).await
+    }
+
+    async fn pci_mappings(&self) -> Result<Vec<PciMapping>, PveError> {
+        PveClient::pci_mappings(self).await
     }
 }
 

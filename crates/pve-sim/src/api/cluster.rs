@@ -215,6 +215,29 @@ pub(crate) fn status(ctx: &Ctx) -> ApiResult {
 }
 
 /// `GET /cluster/options` (datacenter.cfg).
+/// `GET /cluster/mapping/pci`: the configured PCI resource mappings, each
+/// with its `map` entries (every mapping is listed: the simulator does not
+/// model `Mapping.*` privileges).
+pub(crate) fn pci_mappings(ctx: &Ctx) -> ApiResult {
+    let out: Vec<Value> = ctx
+        .cluster
+        .cfg
+        .pci_mappings
+        .iter()
+        .map(|m| {
+            let mut v = json!({"id": m.id, "map": m.map});
+            if let Some(d) = &m.description {
+                v["description"] = json!(d);
+            }
+            if m.mdev {
+                v["mdev"] = json!(1);
+            }
+            v
+        })
+        .collect();
+    Ok(Reply::data(json!(out)))
+}
+
 pub(crate) fn options(ctx: &Ctx) -> ApiResult {
     let cfg = &ctx.cluster.cfg;
     let mut v = json!({

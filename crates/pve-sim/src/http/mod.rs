@@ -512,6 +512,7 @@ async fn dispatch(ctx: &Ctx) -> ApiResult {
         RouteId::ClusterResources => cluster::resources(ctx),
         RouteId::ClusterNextid => cluster::nextid(ctx),
         RouteId::ClusterStatus => cluster::status(ctx),
+        RouteId::PciMappings => cluster::pci_mappings(ctx),
         RouteId::ClusterOptions => cluster::options(ctx),
         RouteId::ClusterTasks => tasks::cluster_tasks(ctx),
         RouteId::HaList => ha::list(ctx),

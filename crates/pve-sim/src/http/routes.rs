@@ -121,6 +121,7 @@ pub(crate) enum RouteId {
     ClusterResources,
     ClusterNextid,
     ClusterStatus,
+    PciMappings,
     ClusterOptions,
     ClusterTasks,
     HaList,
@@ -227,6 +228,12 @@ pub(crate) const ROUTES: &[Route] = &[
         Check::All,
     ),
     r("GET", "/cluster/nextid", RouteId::ClusterNextid, Check::All),
+    r(
+        "GET",
+        "/cluster/mapping/pci",
+        RouteId::PciMappings,
+        Check::All,
+    ),
     r(
         "GET",
         "/cluster/status",

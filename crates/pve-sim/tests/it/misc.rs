@@ -290,3 +290,32 @@ async fn permissions_network_and_volume_allocation() {
         .await;
     assert_eq!(r.status, 400);
 }
+
+#[tokio::test]
+async fn pci_mappings_are_listed_with_their_node_entries() {
+    let mut cfg = fast_config();
+    cfg.cluster_mut("dc-a").unwrap().pci_mappings = vec![pve_sim::config::PciMappingConfig {
+        id: "nvidia-a100".into(),
+        description: Some("A100".into()),
+        map: vec![
+            "node=pve-a1,path=0000:01:00.0,id=10de:20b0".into(),
+            "node=pve-a2,path=0000:01:00.0,id=10de:20b0".into(),
+        ],
+        mdev: false,
+    }];
+    let sim = start(cfg).await;
+    let a = Api::new(sim.cluster("dc-a").unwrap());
+    let r = a.get("/cluster/mapping/pci").await;
+    assert_eq!(
+        r.body,
+        json!({"data": [{"id": "nvidia-a100", "description": "A100", "map": [
+            "node=pve-a1,path=0000:01:00.0,id=10de:20b0",
+            "node=pve-a2,path=0000:01:00.0,id=10de:20b0"
+        ]}]})
+    );
+    let b = Api::new(sim.cluster("dc-b").unwrap());
+    assert_eq!(
+        b.get("/cluster/mapping/pci").await.body,
+        json!({"data": []})
+    );
+}

@@ -125,6 +125,7 @@ pub(super) fn spec_up(
         boot_order: None,
         cpu: None,
         bootstrap_media: None,
+        pci_devices: Vec::new(),
     })
 }
 

@@ -125,6 +125,11 @@ fn validate_cluster_at(base: &str, spec: &ProxmoxClusterSpec) -> Vec<FieldError>
         if let Some(m) = &inst.bootstrap_media {
             super::shape::check_media(&format!("{ipath}.bootstrapMedia"), m, &mut errs);
         }
+        super::pci::check_pci_mappings(
+            &format!("{ipath}.pciMappings"),
+            &inst.pci_mappings,
+            &mut errs,
+        );
         if let Some(net) = &inst.network {
             let npath = format!("{ipath}.network");
             for (field, config, family) in [

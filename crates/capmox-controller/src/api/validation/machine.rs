@@ -23,7 +23,8 @@ use crate::api::templates::ProxmoxMachineTemplateSpec;
 /// all-zero) and unique, each `ipPoolRef` once; `vmIDRange` ordered and in
 /// range, holding `virtualMachineID`; `target` among `allowedNodes`;
 /// `startup` and `bootOrder` in Proxmox syntax; `cpu` a model Proxmox knows
-/// and flags a VM may set.
+/// and flags a VM may set;
+/// `pciDevices` mapping ids, each once, at most 16, one primary GPU.
 pub fn validate_machine(spec: &ProxmoxMachineSpec) -> Vec<FieldError> {
     validate_machine_at("spec", spec)
 }
@@ -276,6 +277,7 @@ fn validate_machine_at(base: &str, spec: &ProxmoxMachineSpec) -> Vec<FieldError>
     if let Some(m) = &spec.bootstrap_media {
         super::shape::check_media(&format!("{base}.bootstrapMedia"), m, &mut errs);
     }
+    super::pci::check_pci_devices(&format!("{base}.pciDevices"), &spec.pci_devices, &mut errs);
     if let Some(s) = &spec.startup
         && !is_startup(s)
     {

@@ -17,6 +17,7 @@
 //! | `template` | template sources, tag selectors, Proxmox tags, VMID ranges |
 //! | `machine` | ProxmoxMachine / ProxmoxMachineTemplate, and a machine against its cluster |
 //! | `nic` | network devices: VLAN, MTU, MAC, pools |
+//! | `pci` | PCI devices by resource mapping (machine) and mapping renames (instance) |
 //! | `shape` | VM shape: CPU model and flags, bootstrap media (machine and instance) |
 
 mod cluster;
@@ -24,6 +25,7 @@ mod instances;
 mod machine;
 mod network;
 mod nic;
+mod pci;
 mod shape;
 mod slots;
 mod template;
@@ -32,6 +34,7 @@ use std::fmt;
 
 pub use cluster::{cluster_warnings, validate_cluster, validate_cluster_template};
 pub use machine::{validate_machine, validate_machine_for_cluster, validate_machine_template};
+pub use pci::MAX_PCI_DEVICES;
 
 /// One validation problem: the field path and what is wrong with it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -214,6 +214,7 @@ fn initial(
                     .as_ref()
                     .and_then(|e| e.spec.arch)
                     .map(|a| a.arch()),
+                pci_mappings: world.instance.as_ref().map(|e| &e.spec.pci_mappings),
             },
         )
         .map_err(|e| e.to_string()),

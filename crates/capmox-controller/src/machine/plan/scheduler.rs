@@ -5,7 +5,9 @@
 //! disks or the requested target storage are node-local — only the nodes the
 //! clone can reach (docs/field-cases.md B05), and only the nodes where every
 //! storage the VM needs is enabled and active (the storage filter below,
-//! docs/field-cases.md B37). An explicit `spec.target` must be among them.
+//! docs/field-cases.md B37), and only the nodes where every PCI resource
+//! mapping the VM needs has a free device ([`super::pci`]). An explicit
+//! `spec.target` must be among them.
 //!
 //! Memory (docs/field-cases.md B26): a node's capacity is its memory ×
 //! `schedulerHints.memoryAdjustment` % (100 = exact, above 100 = overcommit,
@@ -21,6 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::pci::PciFilter;
 use super::storage::StorageNeeds;
 
 /// A node as `/cluster/resources` reports it.
@@ -87,6 +90,9 @@ pub struct Request {
     /// The storages the VM needs and where they are enabled and active;
     /// `None`: no storage filter.
     pub storage: Option<StorageFilter>,
+    /// The PCI devices the VM needs and where they are free; `None`: no
+    /// PCI filter.
+    pub pci: Option<PciFilter>,
 }
 
 /// Memory figures of one node, **bytes** (signed: `free` may be negative
@@ -134,6 +140,25 @@ pub enum ScheduleError {
         per_node(nodes)
     )]
     Storage {
+        /// Each candidate and what it lacks.
+        nodes: Vec<(String, String)>,
+    },
+    /// A PCI resource mapping the VM needs is not listed in the instance
+    /// (`GET /cluster/mapping/pci`).
+    #[error(
+        "PCI resource mapping {} does not exist in this Proxmox cluster (or the token may not see it; it needs Mapping.Use on /mapping/pci/<id>)",
+        missing.iter().map(|(f, m)| format!("{m:?} ({f}.mapping)")).collect::<Vec<_>>().join(", ")
+    )]
+    PciMappingNotFound {
+        /// `(field, mapping id)` of each missing mapping.
+        missing: Vec<(String, String)>,
+    },
+    /// No candidate has a free device of every mapping the VM needs.
+    #[error(
+        "no node has a free device of every PCI mapping this VM needs: {}",
+        per_node(nodes)
+    )]
+    PciDevicesExhausted {
         /// Each candidate and what it lacks.
         nodes: Vec<(String, String)>,
     },
@@ -281,6 +306,18 @@ pub fn choose_node(
         .copied()
         .filter(|n| storage_problem(request.storage.as_ref(), &n.name).is_none())
         .collect();
+    let pci_problem = |node: &str| request.pci.as_ref().and_then(|f| f.problem(node));
+    if let Some(f) = &request.pci {
+        let missing = f.missing();
+        if !missing.is_empty() {
+            return Err(ScheduleError::PciMappingNotFound { missing });
+        }
+    }
+    let with_devices: Vec<&NodeFacts> = stored
+        .iter()
+        .copied()
+        .filter(|n| pci_problem(&n.name).is_none())
+        .collect();
 
     if let Some(target) = &request.target {
         let why = if !nodes.iter().any(|n| &n.name == target) {
@@ -301,6 +338,8 @@ pub fn choose_node(
             request.locality.as_ref().map(|l| l.why.clone())
         } else if !stored.iter().any(|n| &n.name == target) {
             storage_problem(request.storage.as_ref(), target)
+        } else if !with_devices.iter().any(|n| &n.name == target) {
+            pci_problem(target)
         } else {
             None
         };
@@ -348,9 +387,18 @@ pub fn choose_node(
         });
     }
 
+    if with_devices.is_empty() {
+        return Err(ScheduleError::PciDevicesExhausted {
+            nodes: stored
+                .iter()
+                .filter_map(|n| pci_problem(&n.name).map(|w| (n.name.clone(), w)))
+                .collect(),
+        });
+    }
+
     let candidates: Vec<&NodeFacts> = match &request.target {
-        Some(t) => stored.into_iter().filter(|n| &n.name == t).collect(),
-        None => stored,
+        Some(t) => with_devices.into_iter().filter(|n| &n.name == t).collect(),
+        None => with_devices,
     };
     let ignore_memory = request.memory_adjustment == 0;
     let figures_adj = if ignore_memory {

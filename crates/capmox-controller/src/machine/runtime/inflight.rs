@@ -21,6 +21,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::clients::Identity;
+use crate::machine::plan::pci::PciNeed;
 use crate::machine::plan::scheduler::PendingVm;
 use crate::pve::NodeName;
 
@@ -31,6 +32,9 @@ pub struct Placement {
     pub cluster: String,
     /// The node.
     pub node: NodeName,
+    /// The PCI devices the VM takes there (mapping ids in this Proxmox
+    /// cluster), so concurrent plans never hand out one device twice.
+    pub pci: Vec<PciNeed>,
 }
 
 /// A VM being created in one Proxmox cluster.
@@ -145,6 +149,7 @@ mod tests {
             Placement {
                 cluster: "ns/wl1".into(),
                 node: node("pve-a1"),
+                pci: Vec::new(),
             },
         );
         f.place(
@@ -153,6 +158,7 @@ mod tests {
             Placement {
                 cluster: "ns/wl1".into(),
                 node: node("pve-a2"),
+                pci: Vec::new(),
             },
         );
         assert_eq!(f.placements(&a).len(), 2);
@@ -163,6 +169,7 @@ mod tests {
             Placement {
                 cluster: "ns/wl1".into(),
                 node: node("pve-b1"),
+                pci: Vec::new(),
             },
         );
         assert_eq!(f.placements(&a).keys().collect::<Vec<_>>(), vec!["u1"]);

@@ -19,6 +19,7 @@ use kube::ResourceExt;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Plan, StepKind};
 use crate::machine::observe::duplicates::latest_known;
+use crate::machine::plan::pci::{self, PciFilter};
 use crate::machine::plan::scheduler::{self, Locality, Request, StorageFilter};
 use crate::machine::plan::storage;
 use crate::machine::plan::template::{self, Resolved, TemplateError};
@@ -119,11 +120,33 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
             cpu: eff.spec.cpu.as_ref(),
             media: eff.spec.bootstrap_media.as_ref(),
             arch: eff.spec.arch.map(|a| a.arch()),
+            pci_mappings: Some(&eff.spec.pci_mappings),
         },
     ) && let Err(e) = arch::check(&desired, &tcfg, first.vmid, &inst.name)
     {
         return fail(run, "architecture", Reason::ArchitectureUnfit(e));
     }
+    if let Some(e) = pci::pcie_unfit(&spec.pci_devices, tcfg.machine.as_ref(), first.vmid) {
+        return fail(run, "pci", Reason::PciDeviceUnfit(e));
+    }
+    let pci_needs = pci::needs(&spec.pci_devices, &eff.spec.pci_mappings);
+    let pci_filter = if pci_needs.is_empty() {
+        None
+    } else {
+        match inst.api.pci_mappings().await {
+            Ok(mappings) => Some(PciFilter {
+                devices: mappings
+                    .iter()
+                    .map(|m| (m.id.clone(), m.devices_per_node()))
+                    .collect(),
+                in_use: pci_in_use(run, facts, &inst.identity, &eff.spec.pci_mappings, &snap),
+                needs: pci_needs.clone(),
+            }),
+            Err(e) => {
+                return super::pve_failed(run, StepKind::Plan, &e, unreachable(&inst.name, &e));
+            }
+        }
+    };
     let memory = spec
         .memory_mib
         .map(u64::from)
@@ -142,6 +165,7 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
             needs: storage::needs(spec, first.vmid, &tcfg),
             on_nodes: crate::machine::observe::storage::on_nodes(&snap),
         }),
+        pci: pci_filter,
     };
     let loads = snap.loads();
     let listed: BTreeSet<u32> = loads
@@ -177,6 +201,7 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
         Placement {
             cluster: run.me.cluster_key(),
             node: node.clone(),
+            pci: pci_needs,
         },
     );
     let plan = Plan {
@@ -220,21 +245,63 @@ fn cluster_machines(
         if m.spec.instance.as_deref() != facts.instance.as_deref() {
             continue;
         }
-        let node = m
-            .status
-            .as_ref()
-            .and_then(|s| s.proxmox_node.clone())
-            .or_else(|| {
-                m.spec
-                    .virtual_machine_id
-                    .and_then(|v| snap.vm(v))
-                    .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
-            });
-        if let Some(n) = node {
+        if let Some(n) = machine_node(&m, snap) {
             *per_node.entry(n).or_insert(0) += 1;
         }
     }
     per_node
+}
+
+/// PCI devices held per mapping and node in this Proxmox cluster
+/// ([`crate::machine::plan::pci`]): the placements in flight of every
+/// cluster, and this CAPI cluster's other machines where their status (or
+/// the listing) puts them, their mapping names translated by `renames`.
+fn pci_in_use(
+    run: &Run<'_>,
+    facts: &Facts,
+    identity: &crate::clients::Identity,
+    renames: &BTreeMap<String, String>,
+    snap: &Snapshot,
+) -> pci::InUse {
+    let mut in_use = pci::InUse::new();
+    let inflight = run.rt().inflight.placements(identity);
+    for (uid, p) in &inflight {
+        if *uid != run.me.uid {
+            pci::hold(&mut in_use, &p.pci, p.node.as_str());
+        }
+    }
+    let cluster = run.me.cluster.clone().unwrap_or_default();
+    for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
+        let Some(uid) = m.uid() else { continue };
+        if uid == run.me.uid || inflight.contains_key(&uid) || m.spec.pci_devices.is_empty() {
+            continue;
+        }
+        let m = latest_known(run, m);
+        if m.spec.instance.as_deref() != facts.instance.as_deref() {
+            continue;
+        }
+        if let Some(node) = machine_node(&m, snap) {
+            pci::hold(
+                &mut in_use,
+                &pci::needs(&m.spec.pci_devices, renames),
+                &node,
+            );
+        }
+    }
+    in_use
+}
+
+/// Where a machine's VM is: its status, else the listing by its VMID.
+fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
+    m.status
+        .as_ref()
+        .and_then(|s| s.proxmox_node.clone())
+        .or_else(|| {
+            m.spec
+                .virtual_machine_id
+                .and_then(|v| snap.vm(v))
+                .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
+        })
 }
 
 fn unreachable(instance: &str, e: &PveError) -> Reason {

@@ -493,6 +493,11 @@ impl ProxmoxApi for FakeProxmox {
         self.enter("pool_by_path", pool.as_str().to_string())?;
         pool_info(&self.lock(), pool)
     }
+
+    async fn pci_mappings(&self) -> Result<Vec<crate::pve::PciMapping>, PveError> {
+        self.enter("pci_mappings", String::new())?;
+        Ok(self.lock().pci_mappings.clone())
+    }
 }
 
 /// A pool and its members, or Proxmox's `pool '<id>' does not exist`.

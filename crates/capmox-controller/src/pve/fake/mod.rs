@@ -54,6 +54,8 @@ pub struct State {
     pub version: Option<String>,
     /// Resource pools: their member VMIDs (a clone naming a pool adds it).
     pub pools: BTreeMap<String, std::collections::BTreeSet<u32>>,
+    /// PCI resource mappings (`GET /cluster/mapping/pci`).
+    pub pci_mappings: Vec<crate::pve::PciMapping>,
 }
 
 /// The in-memory Proxmox.

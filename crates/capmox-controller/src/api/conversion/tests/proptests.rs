@@ -30,7 +30,7 @@ use crate::api::common::{
 use crate::api::machine::{
     AdditionalVolume, BootstrapMediaSpec, CdromBus, Checks, CpuSpec, DeviceAddresses, DiskFormat,
     DiskSize, Disks, MachineAddress, MetadataSettings, NetworkDevice, NetworkSpec, NetworkStatus,
-    NicModel,
+    NicModel, PciDeviceSpec,
 };
 use crate::api::v1alpha2 as v2;
 use crate::api::{
@@ -216,7 +216,12 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
             vec(ipv4(), 0..2),
             of(word()),
         )),
-        (of(hints()), of(cpu_spec()), of(media_spec())),
+        (
+            of(hints()),
+            of(cpu_spec()),
+            of(media_spec()),
+            prop::collection::btree_map(word(), word(), 0..2),
+        ),
     )
         .prop_map(
             |(
@@ -227,9 +232,10 @@ fn instance() -> BoxedStrategy<InstanceSpec> {
                 vm_id_range,
                 control_plane,
                 net,
-                (scheduler_hints, cpu, bootstrap_media),
+                (scheduler_hints, cpu, bootstrap_media, pci_mappings),
             )| {
                 InstanceSpec {
+                    pci_mappings,
                     ha: None,
                     arch: None,
                     // A pool on every other name length: both shapes round-trip.
@@ -592,9 +598,9 @@ fn machine_spec_v3() -> BoxedStrategy<ProxmoxMachineSpec> {
             of("order=[0-9],up=[0-9]{1,3}"),
             of("order=scsi0(;net0)?"),
         ),
-        (of(cpu_spec()), of(media_spec())),
+        (of(cpu_spec()), of(media_spec()), vec(pci_device(), 0..3)),
     )
-        .prop_map(|(a, b, c, (cpu, bootstrap_media))| {
+        .prop_map(|(a, b, c, (cpu, bootstrap_media, pci_devices))| {
             let (
                 provider_id,
                 instance,
@@ -619,6 +625,7 @@ fn machine_spec_v3() -> BoxedStrategy<ProxmoxMachineSpec> {
             ) = c;
             let template = template.unwrap_or_default();
             ProxmoxMachineSpec {
+                pci_devices,
                 ha: None,
                 provider_id,
                 instance,
@@ -1397,5 +1404,22 @@ fn media_spec() -> impl Strategy<Value = BootstrapMediaSpec> {
         .prop_map(|(s, cdrom_bus)| BootstrapMediaSpec {
             storage: s.map(str::to_string),
             cdrom_bus,
+        })
+}
+
+fn pci_device() -> impl Strategy<Value = PciDeviceSpec> {
+    (
+        "[a-z][a-z0-9-]{0,8}",
+        of(any::<bool>()),
+        of(any::<bool>()),
+        of(any::<bool>()),
+        of("nvidia-[0-9]{2}"),
+    )
+        .prop_map(|(mapping, pcie, rombar, primary_gpu, mdev)| PciDeviceSpec {
+            mapping,
+            pcie,
+            rombar,
+            primary_gpu,
+            mdev,
         })
 }

@@ -125,6 +125,7 @@ pub(crate) fn base() -> Facts {
                 cpu: None,
                 media: None,
                 arch: None,
+                pci_mappings: None,
             },
         )
         .map_err(|e| e.to_string()),

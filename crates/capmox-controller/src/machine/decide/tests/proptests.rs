@@ -237,6 +237,7 @@ impl World {
                     cpu: None,
                     media: None,
                     arch: None,
+                    pci_mappings: None,
                 },
             )
             .map_err(|e| e.to_string()),

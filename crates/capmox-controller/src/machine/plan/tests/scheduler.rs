@@ -310,3 +310,76 @@ fn human_units() {
     assert_eq!(human(0), "0 bytes");
     assert_eq!(human_signed(-2 * i128::from(GIB)), "-2 GiB");
 }
+
+/// A mapping `gpu` with one device on node-a and node-b, none on node-c.
+fn gpu_request(in_use: &[&str], target: Option<&str>) -> Request {
+    use crate::machine::plan::pci::{InUse, PciNeed, hold};
+    let needs = vec![PciNeed {
+        field: "spec.pciDevices[0]".into(),
+        mapping: "gpu".into(),
+        mediated: false,
+    }];
+    let mut held = InUse::new();
+    for n in in_use {
+        hold(&mut held, &needs, n);
+    }
+    Request {
+        memory: 1 << 30,
+        memory_adjustment: 100,
+        target: target.map(str::to_string),
+        pci: Some(PciFilter {
+            needs,
+            devices: [(
+                "gpu".to_string(),
+                [("node-a".to_string(), 1), ("node-b".to_string(), 1)].into(),
+            )]
+            .into(),
+            in_use: held,
+        }),
+        ..Request::default()
+    }
+}
+
+fn abc() -> Vec<NodeFacts> {
+    vec![
+        node("node-a", 16, true),
+        node("node-b", 16, true),
+        node("node-c", 64, true),
+    ]
+}
+
+#[test]
+fn pci_only_nodes_with_a_free_device() {
+    // node-c has the most memory but no device of the mapping.
+    let p = choose_node(&gpu_request(&[], None), &abc(), &[], &[]).unwrap();
+    assert_eq!(p.node, "node-a");
+    let p = choose_node(&gpu_request(&["node-a"], None), &abc(), &[], &[]).unwrap();
+    assert_eq!(p.node, "node-b");
+    let e = choose_node(&gpu_request(&["node-a", "node-b"], None), &abc(), &[], &[]).unwrap_err();
+    assert!(matches!(e, ScheduleError::PciDevicesExhausted { .. }));
+    assert_eq!(
+        e.to_string(),
+        "no node has a free device of every PCI mapping this VM needs: node-a: mapping gpu: 1 of 1 devices in use; node-b: mapping gpu: 1 of 1 devices in use; node-c: mapping gpu has no device there"
+    );
+}
+
+#[test]
+fn pci_target_and_missing_mapping_are_named() {
+    let e = choose_node(&gpu_request(&[], Some("node-c")), &abc(), &[], &[]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "target node node-c cannot be used: mapping gpu has no device there"
+    );
+    let mut r = gpu_request(&[], None);
+    if let Some(f) = r.pci.as_mut() {
+        f.devices.clear();
+    }
+    let e = choose_node(&r, &abc(), &[], &[]).unwrap_err();
+    assert!(matches!(e, ScheduleError::PciMappingNotFound { .. }));
+    assert!(
+        e.to_string().starts_with(
+            "PCI resource mapping \"gpu\" (spec.pciDevices[0].mapping) does not exist"
+        ),
+        "{e}"
+    );
+}

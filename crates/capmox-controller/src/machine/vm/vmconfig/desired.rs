@@ -1,10 +1,12 @@
 //! What the spec asks of the VM ([`desired`]).
 
-use pve_client::options::{Arch, Boot, DiskSlot, MacAddr, NetModel, Startup, Tag, Tags};
+use std::collections::BTreeMap;
+
+use pve_client::options::{Arch, Boot, DiskSlot, HostPci, MacAddr, NetModel, Startup, Tag, Tags};
 
 use super::cpu::{DesiredCpu, desired_cpu};
 use crate::api::machine::{
-    BootstrapMediaSpec, CdromBus, CpuSpec, DiskFormat, NicModel, ProxmoxMachineSpec,
+    BootstrapMediaSpec, CdromBus, CpuSpec, DiskFormat, NicModel, PciDeviceSpec, ProxmoxMachineSpec,
 };
 use crate::machine::vm::marker::Marker;
 
@@ -87,6 +89,10 @@ pub struct Desired {
     /// The instance's `arch`; the template's own `arch` wins
     /// ([`crate::machine::vm::arch`]).
     pub arch: Option<Arch>,
+    /// `hostpci0`.. in order: the PCI devices by resource mapping, the
+    /// mapping ids translated by the instance's `pciMappings`
+    /// ([`crate::machine::plan::pci::mapping_id`]).
+    pub hostpci: Vec<HostPci>,
 }
 
 /// What the machine's instance (`spec.settings.instances[]`) contributes.
@@ -100,6 +106,8 @@ pub struct InstanceDefaults<'a> {
     pub media: Option<&'a BootstrapMediaSpec>,
     /// `arch`: the architecture of the instance's VMs.
     pub arch: Option<Arch>,
+    /// `pciMappings`: mapping renames in this instance.
+    pub pci_mappings: Option<&'a BTreeMap<String, String>>,
 }
 
 /// Why the spec cannot be turned into a config.
@@ -240,6 +248,7 @@ pub fn desired(
             .unwrap_or(false),
         boot_disk,
         cpu: desired_cpu(spec.cpu.as_ref(), instance.cpu)?,
+        hostpci: hostpci(&spec.pci_devices, instance.pci_mappings),
         media_storage: [spec.bootstrap_media.as_ref(), instance.media]
             .into_iter()
             .flatten()
@@ -250,4 +259,21 @@ pub fn desired(
             .find_map(|m| m.cdrom_bus),
         arch: instance.arch,
     })
+}
+
+/// The `hostpci[n]` values of `devices`: `mapping=<id>[,mdev=<type>]
+/// [,pcie=1][,rombar=0][,x-vga=1]`, the id translated by `renames`.
+fn hostpci(devices: &[PciDeviceSpec], renames: Option<&BTreeMap<String, String>>) -> Vec<HostPci> {
+    let none = BTreeMap::new();
+    let renames = renames.unwrap_or(&none);
+    devices
+        .iter()
+        .map(|d| HostPci {
+            pcie: d.pcie,
+            rombar: d.rombar,
+            x_vga: d.primary_gpu,
+            mdev: d.mdev.clone(),
+            ..HostPci::mapped(crate::machine::plan::pci::mapping_id(&d.mapping, renames))
+        })
+        .collect()
 }

@@ -122,6 +122,7 @@ fn one_write_with_everything_then_nothing() {
             cpu: None,
             media: None,
             arch: None,
+            pci_mappings: None,
         },
     )
     .unwrap();
@@ -382,6 +383,7 @@ fn cpu_from_machine_then_instance_else_the_templates() {
         cpu: Some(&inst),
         media: None,
         arch: None,
+        pci_mappings: None,
     };
     let d = desired(&spec, "m1", &marker(), defaults).unwrap();
     let u = update(&d, &c, &marker(), None).unwrap();
@@ -395,5 +397,66 @@ fn cpu_from_machine_then_instance_else_the_templates() {
             .unwrap()
             .changes()
             .contains_key("cpu")
+    );
+}
+
+#[test]
+fn pci_devices_by_mapping_with_instance_renames() {
+    use crate::api::machine::PciDeviceSpec;
+    let spec = ProxmoxMachineSpec {
+        pci_devices: vec![
+            PciDeviceSpec {
+                mapping: "gpu".into(),
+                pcie: Some(true),
+                rombar: Some(false),
+                primary_gpu: Some(true),
+                mdev: None,
+            },
+            PciDeviceSpec {
+                mapping: "vgpu".into(),
+                mdev: Some("nvidia-63".into()),
+                ..PciDeviceSpec::default()
+            },
+        ],
+        ..ProxmoxMachineSpec::default()
+    };
+    let renames: BTreeMap<String, String> = [("gpu".into(), "nvidia-a100".into())].into();
+    let defaults = InstanceDefaults {
+        bridge: Some("vmbr0"),
+        pci_mappings: Some(&renames),
+        ..InstanceDefaults::default()
+    };
+    let d = desired(&spec, "m1", &marker(), defaults).unwrap();
+    let c = clone_config();
+    let u = update(&d, &c, &marker(), None).unwrap();
+    let ch = u.changes();
+    assert_eq!(
+        ch.get("hostpci0").map(String::as_str),
+        Some("mapping=nvidia-a100,pcie=1,rombar=0,x-vga=1")
+    );
+    assert_eq!(
+        ch.get("hostpci1").map(String::as_str),
+        Some("mapping=vgpu,mdev=nvidia-63")
+    );
+    // Written once: a VM that has them gets no change.
+    let mut have = clone_config();
+    for (k, v) in [
+        (0, "mapping=nvidia-a100,pcie=1,rombar=0,x-vga=1"),
+        (1, "mapping=vgpu,mdev=nvidia-63"),
+    ] {
+        have.hostpcis
+            .insert(k, pve_client::options::HostPci::parse(v).unwrap());
+    }
+    let u = update(&d, &have, &marker(), None).unwrap();
+    assert!(!u.changes().contains_key("hostpci0") && !u.changes().contains_key("hostpci1"));
+    // A machine without pciDevices leaves the template's hostpci alone.
+    let plain = desired(&ProxmoxMachineSpec::default(), "m1", &marker(), defaults).unwrap();
+    assert!(plain.hostpci.is_empty());
+    assert!(
+        !update(&plain, &have, &marker(), None)
+            .unwrap()
+            .changes()
+            .keys()
+            .any(|k| k.starts_with("hostpci"))
     );
 }

@@ -47,6 +47,12 @@ pub fn update(
     {
         u = u.cpu(&cpu);
     }
+    for (i, dev) in desired.hostpci.iter().enumerate() {
+        let index = u8::try_from(i).unwrap_or(u8::MAX);
+        if observed.hostpcis.get(&index) != Some(dev) {
+            u = u.hostpci(index, dev);
+        }
+    }
     if let Some(m) = desired.memory_mib
         && observed.memory_mib != Some(m)
     {
