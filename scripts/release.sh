@@ -83,4 +83,4 @@ grep -q "image: ${image}\$" "$repo/infrastructure-components.yaml" \
   || { echo "release: no manager image line was set to $image" >&2; exit 1; }
 cp metadata.yaml "$repo/metadata.yaml"
 cp templates/cluster-template*.yaml templates/clusterclass-*.yaml "$repo/"
-echo "release: wrote $repo/ ($(ls "$repo" | tr '\n' ' '))"
+echo "release: wrote $repo/ ($(ls "$repo" | paste -sd ' '))"

@@ -254,6 +254,18 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
         ));
         let _ = tokio::signal::ctrl_c().await;
     }
+    // The working directory goes with the environment; the controller's
+    // log stays for whoever wants to read what it did.
+    let kept_log = std::env::temp_dir().join("capmox-demo-controller.log");
+    let copied = std::fs::copy(env.controller_log(), &kept_log).is_ok();
     env.shutdown().await;
+    let log_line = if copied {
+        format!("the controller's log is kept in {}", kept_log.display())
+    } else {
+        "the controller's log could not be kept".to_string()
+    };
+    screen.say(&format!(
+        "\ndone: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.\nNext: `make demo DEMO_ARGS=--keep` keeps everything running to explore with kubectl; docs/getting-started.md installs the provider against real Proxmox VE."
+    ));
     Ok(())
 }

@@ -208,7 +208,10 @@ mod tests {
         };
         let q35 = MachineType::parse("pc-q35-8.1").unwrap();
         let i440 = MachineType::parse("pc-i440fx-9.0").unwrap();
-        assert_eq!(pcie_unfit(std::slice::from_ref(&pcie), Some(&q35), 9000), None);
+        assert_eq!(
+            pcie_unfit(std::slice::from_ref(&pcie), Some(&q35), 9000),
+            None
+        );
         assert_eq!(pcie_unfit(&[dev("gpu", false)], None, 9000), None);
         let e = pcie_unfit(&[dev("a", false), pcie.clone()], Some(&i440), 9000).unwrap();
         assert_eq!(e.field, "spec.pciDevices[1].pcie");
