@@ -155,6 +155,39 @@ pub async fn wait_nothing_left(
     .await
 }
 
+/// The names of the Secrets left in `namespace` after a multi-instance
+/// cluster `cluster` over `datacenters` was deleted, and the names that
+/// should be left: the user's credentials Secrets
+/// (`<cluster>-<datacenter>-credentials`, the template's), nothing else
+/// (bootstrap Secrets go with their configs).
+///
+/// # Errors
+/// [`crate::error::E2eError::Kube`] when the Secrets cannot be listed.
+pub async fn secrets_left(
+    client: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    datacenters: &[&str],
+) -> Result<(
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+)> {
+    use kube::ResourceExt;
+    let left =
+        kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), namespace)
+            .list(&kube::api::ListParams::default())
+            .await?
+            .items
+            .iter()
+            .map(|s| s.name_any())
+            .collect();
+    let expected = datacenters
+        .iter()
+        .map(|dc| format!("{cluster}-{dc}-credentials"))
+        .collect();
+    Ok((left, expected))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

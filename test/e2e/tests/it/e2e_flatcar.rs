@@ -9,15 +9,13 @@
 //! Cluster is deleted and nothing is left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeSet;
-
 use capmox_e2e::crds::{Cluster, Machine};
 use capmox_e2e::env::{self, Env, EnvOptions};
 use capmox_e2e::leaks;
 use capmox_e2e::observe::MachineRow;
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams};
 use pve_sim::{SimConfig, VmConfig};
 use serde_json::Value;
 
@@ -150,26 +148,10 @@ async fn flatcar_flavor_boots_with_ignition_then_delete_leaves_nothing() {
     leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
         .await
         .unwrap();
-    let left: BTreeSet<String> =
-        Api::<k8s_openapi::api::core::v1::Secret>::namespaced(env.client.clone(), &ns)
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|s| s.name_any())
-            .collect();
-    assert_eq!(
-        left,
-        BTreeSet::from(
-            [
-                "fc1-dc-a-credentials",
-                "fc1-dc-b-credentials",
-                "fc1-dc-c-credentials"
-            ]
-            .map(String::from)
-        )
-    );
+    let (left, expected) = leaks::secrets_left(&env.client, &ns, "fc1", &["dc-a", "dc-b", "dc-c"])
+        .await
+        .unwrap();
+    assert_eq!(left, expected);
     if let Some(nodes) = &nodes {
         assert!(nodes.list().await.unwrap().is_empty());
     }

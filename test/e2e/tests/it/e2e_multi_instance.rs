@@ -338,25 +338,10 @@ async fn multi_instance_spread_then_delete_leaves_nothing() {
         .unwrap();
     // Bootstrap Secrets went with their configs; the credentials Secrets (the
     // user's) stay.
-    let left: BTreeSet<String> = secrets
-        .list(&ListParams::default())
+    let (left, expected) = leaks::secrets_left(&env.client, &ns, "wl1", &["dc-a", "dc-b", "dc-c"])
         .await
-        .unwrap()
-        .items
-        .iter()
-        .map(|s| s.name_any())
-        .collect();
-    assert_eq!(
-        left,
-        BTreeSet::from(
-            [
-                "wl1-dc-a-credentials",
-                "wl1-dc-b-credentials",
-                "wl1-dc-c-credentials"
-            ]
-            .map(String::from)
-        )
-    );
+        .unwrap();
+    assert_eq!(left, expected);
     if let Some(nodes) = &nodes {
         assert!(nodes.list().await.unwrap().is_empty());
     }
