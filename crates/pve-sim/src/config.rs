@@ -592,9 +592,10 @@ fn default_bridge() -> String {
 }
 
 /// Privileges the provider's token needs (docs/proxmox-semantics.md §21,
-/// `docs/privileges.md`) on PVE 8 and 9 together; the built-in default
+/// docs/getting-started.md) on PVE 8 and 9 together; the built-in default
 /// grants on `/` those of them its version has ([`provider_privileges`]).
-/// `Sys.Console` is for HA resources.
+/// `Sys.Console` is for HA resources, `Mapping.Use` for PCI devices by
+/// resource mapping.
 pub const PROVIDER_PRIVILEGES: &[&str] = &[
     "VM.Allocate",
     "VM.Clone",
@@ -622,6 +623,7 @@ pub const PROVIDER_PRIVILEGES: &[&str] = &[
     "Sys.Console",
     "Pool.Allocate",
     "Pool.Audit",
+    "Mapping.Use",
 ];
 
 /// [`PROVIDER_PRIVILEGES`] that PVE `major` has (`VM.Monitor` on 8,

@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use crate::boot::GuestBoot;
 use crate::config::BridgeConfig;
+use crate::iso::NoCloudSeed;
 use crate::props::{self, Drive, Net};
 use crate::state::ClusterState;
 use crate::state::vm::{GuestIface, Vm};
@@ -273,14 +274,23 @@ pub(crate) fn lease(
     Some((ip, range.prefix))
 }
 
-/// Computes the interfaces the agent will report for a VM that starts now
-/// and how its OS took the seed. Returns the interfaces, a note when the
-/// seed ISO could not be used, and the boot.
-pub(crate) fn compute_ifaces(
-    st: &mut ClusterState,
-    bridges: &[BridgeConfig],
-    vm: &Vm,
-) -> (Vec<GuestIface>, Option<String>, GuestBoot) {
+/// What a guest did when its VM started.
+#[derive(Debug)]
+pub(crate) struct Started {
+    /// The interfaces the agent will report.
+    pub ifaces: Vec<GuestIface>,
+    /// Why an attached seed ISO could not be used, if it could not.
+    pub note: Option<String>,
+    /// How the OS took its seed.
+    pub boot: GuestBoot,
+    /// The NoCloud seed ISO it read at boot (`storage:iso/<file>`), as a
+    /// real guest reads it once, before anyone can eject or delete it.
+    pub seed: Option<(String, NoCloudSeed)>,
+}
+
+/// What the guest of a VM that starts now does: the interfaces the agent
+/// will report, and how its OS took the seed.
+pub(crate) fn start_guest(st: &mut ClusterState, bridges: &[BridgeConfig], vm: &Vm) -> Started {
     let nics = nics(&vm.conf);
     let mut note = None;
     let mut seed = None;
@@ -291,7 +301,7 @@ pub(crate) fn compute_ifaces(
         if let Some(data) = st.volume(&vm.node, &d.file).and_then(|v| v.data.clone()) {
             match crate::iso::read_nocloud(&data) {
                 Ok(s) => {
-                    seed = Some(s);
+                    seed = Some((d.file.clone(), s));
                     break;
                 }
                 Err(e) => note = Some(format!("{}: {e}", d.file)),
@@ -302,15 +312,15 @@ pub(crate) fn compute_ifaces(
         .drives()
         .iter()
         .any(|(_, d): &(String, Drive)| d.is_cloudinit());
-    let boot = seed
-        .as_ref()
-        .map_or(GuestBoot::NoSeed, |s| crate::boot::classify(&s.user_data));
+    let boot = seed.as_ref().map_or(GuestBoot::NoSeed, |(_, s)| {
+        crate::boot::classify(&s.user_data)
+    });
     let ignition = seed
         .as_ref()
-        .and_then(|s| crate::boot::ignition_plans(&s.user_data, &nics));
-    let plans = match seed {
+        .and_then(|(_, s)| crate::boot::ignition_plans(&s.user_data, &nics));
+    let plans = match &seed {
         Some(_) if ignition.is_some() => ignition.unwrap_or_default(),
-        Some(s) => match s.network_config.as_deref() {
+        Some((_, s)) => match s.network_config.as_deref() {
             Some(nc) => plan_from_network_config(nc, &nics).unwrap_or_else(|e| {
                 note = Some(e);
                 nics.iter()
@@ -357,7 +367,12 @@ pub(crate) fn compute_ifaces(
             addrs,
         });
     }
-    (out, note, boot)
+    Started {
+        ifaces: out,
+        note,
+        boot,
+        seed,
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,5 @@
-//! What a VM needs of the node it starts on: its architecture's rules
-//! (qemu-server's aarch64 support) and, in [`crate::api`]'s PCI mapping
-//! handling, a free device of each mapping it names.
+//! What a VM's architecture needs of the node it starts on (qemu-server's
+//! aarch64 support); the PCI devices it needs are [`crate::pci`]'s.
 //!
 //! Architecture rules checked when a VM starts (`qmstart`): the VM's
 //! architecture is its `arch` ▸ the node's (`current-kernel.machine` of

@@ -42,7 +42,7 @@ impl IsoError {
 }
 
 /// The contents of a NoCloud seed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct NoCloudSeed {
     /// Volume label as stored (trimmed).
     pub volume_label: String,

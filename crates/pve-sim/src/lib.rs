@@ -42,6 +42,7 @@ pub(crate) mod http;
 pub mod iso;
 pub(crate) mod locks;
 pub mod lower_bound;
+pub(crate) mod pci;
 pub(crate) mod props;
 pub mod schema;
 pub mod secret;

@@ -13,6 +13,7 @@ use crate::config::{ClusterConfig, SimConfig, VmConfig};
 use crate::error::SimError;
 use crate::faults::{ActiveFault, Fault, FaultId};
 use crate::http::{ApiService, MakeApi};
+use crate::iso::NoCloudSeed;
 use crate::lower_bound::{self, FleetRequest, LowerBound};
 use crate::schema::Schema;
 use crate::secret::Secret;
@@ -50,6 +51,11 @@ pub struct VmSnapshot {
     /// How the running guest took its seed (`cloud-init`, `ignition 3.4.0`,
     /// `no seed`, `failed: …`); `None` when stopped.
     pub guest_boot: Option<String>,
+    /// The NoCloud seed ISO the running guest read when it booted
+    /// (`storage:iso/<file>`, contents), kept after the ISO is ejected or
+    /// deleted, as cloud-init keeps what it read; `None` when stopped or
+    /// booted without one.
+    pub boot_seed: Option<(String, NoCloudSeed)>,
 }
 
 /// A volume as tests see it.
@@ -460,6 +466,7 @@ fn snapshot(vm: &crate::state::vm::Vm) -> VmSnapshot {
             })
             .collect(),
         guest_boot: vm.run.as_ref().map(|r| r.boot.to_string()),
+        boot_seed: vm.run.as_ref().and_then(|r| r.seed.clone()),
     }
 }
 

@@ -4,11 +4,12 @@
 //! the nodes: each `map` entry is a property string
 //! `node=<node>,path=<addr>[;<addr>…],id=<vendor:device>[,iommugroup=N]
 //! [,subsystem-id=…][,description=…]`. A node may appear in several
-//! entries (one per device); the `path` of one entry may list alternatives,
-//! of which the first free one is taken when a VM starts. So the devices a
-//! mapping has on a node are the paths of that node's entries, and a VM
-//! with `hostpci[n]: mapping=<id>` can start only on a node that has a free
-//! one. The list only shows mappings the token has `Mapping.Audit`,
+//! entries, one per device; the `path` of one entry lists the functions of
+//! one multifunction device (`0000:01:00.0;0000:01:00.1`), all passed
+//! through together. When a VM with `hostpci[n]: mapping=<id>` starts,
+//! Proxmox takes the first entry of its node that no running VM uses, and
+//! the start fails when there is none (docs/vm-shapes.md "PCI devices"). So
+//! the devices a mapping has on a node are that node's entries. The list only shows mappings the token has `Mapping.Audit`,
 //! `Mapping.Use` or `Mapping.Modify` on (`/mapping/pci/<id>`).
 
 use std::collections::BTreeMap;
@@ -28,8 +29,8 @@ const WHAT: &str = "PCI mapping entry";
 pub struct PciMapEntry {
     /// The node.
     pub node: String,
-    /// The device addresses (`0000:01:00.0`), alternatives of one device
-    /// slot or several devices.
+    /// The addresses (`0000:01:00.0`) of the functions of this one device
+    /// (several for a multifunction device).
     pub paths: Vec<String>,
     /// `vendor:device` id, if given.
     pub id: Option<String>,
@@ -102,8 +103,7 @@ impl PciMapping {
     pub fn devices_per_node(&self) -> BTreeMap<String, u32> {
         let mut out = BTreeMap::new();
         for e in self.entries() {
-            let n = u32::try_from(e.paths.len()).unwrap_or(u32::MAX);
-            *out.entry(e.node).or_insert(0u32) += n;
+            *out.entry(e.node).or_insert(0u32) += 1;
         }
         out
     }
@@ -129,7 +129,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn devices_per_node_count_paths() {
+    fn devices_per_node_count_entries_not_functions() {
         let m: Vec<PciMapping> = serde_json::from_str(
             r#"[{"id":"nvidia-a100","description":"A100",
                  "map":["node=pve-b1,path=0000:01:00.0,id=10de:20b0,iommugroup=12",
@@ -141,7 +141,7 @@ mod tests {
         .unwrap();
         let d = m[0].devices_per_node();
         assert_eq!(d.get("pve-b1"), Some(&2));
-        assert_eq!(d.get("pve-b2"), Some(&2));
+        assert_eq!(d.get("pve-b2"), Some(&1), "one multifunction device");
         assert_eq!(d.get("pve-b3"), None);
         assert_eq!(m[0].entries()[0].extra["iommugroup"], "12");
         assert!(m[1].devices_per_node().is_empty());

@@ -72,7 +72,7 @@ pub(crate) fn current(ctx: &Ctx) -> ApiResult {
 /// ISO / cloud-init options / DHCP, remembers the cloud-init values used.
 pub(crate) fn mark_running(cluster: &Cluster, st: &mut ClusterState, vmid: u32) -> Option<String> {
     let vm = st.vms.get(&vmid)?.clone();
-    let (ifaces, note, boot) = guest::compute_ifaces(st, &cluster.cfg.bridges, &vm);
+    let started = guest::start_guest(st, &cluster.cfg.bridges, &vm);
     let (pid, _) = st.next_pid(&vm.node);
     let lag = cluster.lag();
     let vm = st.vms.get_mut(&vmid)?;
@@ -80,8 +80,9 @@ pub(crate) fn mark_running(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
         since: Instant::now(),
         paused: false,
         pid,
-        ifaces,
-        boot,
+        ifaces: started.ifaces,
+        boot: started.boot,
+        seed: started.seed,
     });
     vm.cloudinit_applied = vm
         .conf
@@ -90,7 +91,7 @@ pub(crate) fn mark_running(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     vm.record_status(lag);
-    note
+    started.note
 }
 
 /// Marks a VM stopped.
@@ -98,8 +99,22 @@ pub(crate) fn mark_stopped(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
     let lag = cluster.lag();
     if let Some(vm) = st.vms.get_mut(&vmid) {
         vm.run = None;
+        vm.pci_held.clear();
         vm.record_status(lag);
     }
+}
+
+/// The PCI devices held on `node` by VMs other than `vmid`.
+pub(crate) fn pci_held_on(
+    st: &ClusterState,
+    node: &str,
+    vmid: u32,
+) -> std::collections::BTreeSet<String> {
+    st.vms
+        .values()
+        .filter(|v| v.node == node && v.vmid != vmid)
+        .flat_map(|v| v.pci_held.iter().cloned())
+        .collect()
 }
 
 /// Whether power requests of `vmid` go to the HA manager: it is an HA
@@ -207,6 +222,11 @@ pub(crate) fn start(ctx: &Ctx) -> ApiResult {
             }
             if let Some(why) = crate::hardware::start_refusal(&effective, &node_arch) {
                 return Err(why);
+            }
+            let held = pci_held_on(&st, &node, vmid);
+            let taken = crate::pci::take(&effective, &node, &t.cluster.cfg.pci_mappings, &held)?;
+            if let Some(vm) = st.vms.get_mut(&vmid) {
+                vm.pci_held = taken;
             }
             if let Some(mut vm) = st.vms.get(&vmid).cloned()
                 && (!vm.pending.is_empty() || !vm.pending_delete.is_empty())

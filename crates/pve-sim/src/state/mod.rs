@@ -577,6 +577,7 @@ impl ClusterState {
                 pid,
                 ifaces: vec![],
                 boot: crate::boot::GuestBoot::NoSeed,
+                seed: None,
             });
         }
         vm.record_status(lag);

@@ -46,6 +46,8 @@ pub(crate) struct RunState {
     /// How the guest OS took its seed (a failed boot never writes the
     /// bootstrap sentinel).
     pub boot: crate::boot::GuestBoot,
+    /// The NoCloud seed ISO the guest read at boot (volume ID, contents).
+    pub seed: Option<(String, crate::iso::NoCloudSeed)>,
 }
 
 /// What pvestatd broadcasts about a VM.
@@ -80,6 +82,9 @@ pub(crate) struct Vm {
     pub history: VecDeque<(Instant, StatusSnap)>,
     /// Cloud-init values used for the last generated image.
     pub cloudinit_applied: BTreeMap<String, String>,
+    /// PCI devices (mapping entries' `path`) taken from the start until the
+    /// VM stops ([`crate::pci`]).
+    pub pci_held: Vec<String>,
 }
 
 /// Cloud-init related config keys (qemu-server `$cloudinitoptions` + ipconfig).
@@ -109,6 +114,7 @@ impl Vm {
             agent: AgentState::Auto,
             history: VecDeque::new(),
             cloudinit_applied: BTreeMap::new(),
+            pci_held: Vec::new(),
         }
     }
 

@@ -446,3 +446,66 @@ async fn ha_managed_start_is_an_ha_task() {
     assert_eq!(s.data()["ha"]["managed"], json!(1));
     assert_eq!(s.data()["ha"]["state"], "started");
 }
+
+/// docs/vm-shapes.md "PCI devices": one map entry is one device, held by one
+/// running VM at a time; the start task fails without a free one, and the
+/// device is free again when the VM stops.
+#[tokio::test]
+async fn a_mapped_device_is_taken_by_one_running_vm_at_a_time() {
+    let mut cfg = fast_config();
+    cfg.cluster_mut("dc-a").unwrap().pci_mappings = vec![pve_sim::config::PciMappingConfig {
+        id: "gpu".into(),
+        description: None,
+        map: vec!["node=pve-a1,path=0000:01:00.0;0000:01:00.1,id=10de:20b0".into()],
+        mdev: false,
+    }];
+    let sim = start(cfg).await;
+    let c = sim.cluster("dc-a").unwrap();
+    let a = Api::new(c);
+    for (vmid, name) in [("101", "w1"), ("102", "w2")] {
+        let r = a
+            .post(
+                "/nodes/pve-a1/qemu/9000/clone",
+                &[("newid", vmid), ("name", name)],
+            )
+            .await;
+        assert_eq!(a.run("pve-a1", r).await, "OK");
+        let r = a
+            .put(
+                &format!("/nodes/pve-a1/qemu/{vmid}/config"),
+                &[("hostpci0", "mapping=gpu,rombar=0")],
+            )
+            .await;
+        assert_eq!(r.status, 200, "{r:?}");
+    }
+    let start_vm = |vmid: &'static str| {
+        let a = &a;
+        async move {
+            let r = a
+                .post(&format!("/nodes/pve-a1/qemu/{vmid}/status/start"), &[])
+                .await;
+            a.run("pve-a1", r).await
+        }
+    };
+    assert_eq!(start_vm("101").await, "OK");
+    assert_eq!(
+        start_vm("102").await,
+        "could not find a free device for 'hostpci0'"
+    );
+    assert_eq!(c.vm(102).unwrap().status, "stopped");
+    let r = a.post("/nodes/pve-a1/qemu/101/status/stop", &[]).await;
+    assert_eq!(a.run("pve-a1", r).await, "OK");
+    assert_eq!(start_vm("102").await, "OK", "the device is free again");
+    // a mapping without an entry on the VM's node
+    let r = a
+        .put(
+            "/nodes/pve-a1/qemu/101/config",
+            &[("hostpci0", "mapping=other")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        start_vm("101").await,
+        "PCI device mapping not found for 'other'"
+    );
+}

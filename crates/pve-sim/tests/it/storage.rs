@@ -275,6 +275,18 @@ async fn guest_takes_static_addresses_from_the_seed_iso() {
         .delete("/nodes/pve-a1/storage/cephfs/content/cephfs:iso/w1.iso")
         .await;
     assert_eq!(a.run("pve-a1", r).await, "OK");
+    // the guest keeps what it read at boot, as cloud-init does
+    let (volid, seed) = c.vm(101).unwrap().boot_seed.expect("seed read at boot");
+    assert_eq!(volid, "cephfs:iso/w1.iso");
+    assert_eq!(seed.meta_data, "instance-id: w1\n");
+    assert!(c.iso_bytes("pve-a1", "cephfs:iso/w1.iso").is_none());
+    let r = a.post("/nodes/pve-a1/qemu/101/status/stop", &[]).await;
+    assert_eq!(a.run("pve-a1", r).await, "OK");
+    assert_eq!(
+        c.vm(101).unwrap().boot_seed,
+        None,
+        "a stopped guest has none"
+    );
 }
 
 #[tokio::test]

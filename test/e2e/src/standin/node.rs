@@ -5,9 +5,10 @@
 //! A small polling loop (the simulator has no watch): for every ProxmoxMachine
 //! with `spec.instance` and `spec.virtualMachineID`, it finds the simulated
 //! cluster behind the instance (the instance's credentials Secret `url`),
-//! and while the VM runs it reads the attached NoCloud seed ISO's
-//! `meta-data` `instance-id` (what cloud-init hands kubelet; captured before
-//! the controller removes the ISO). Once the guest agent answers — probed over
+//! and while the VM runs it takes `instance-id` from the `meta-data` of the
+//! NoCloud seed the guest read when it booted (what cloud-init hands
+//! kubelet; the simulator keeps it after the controller ejects and deletes
+//! the ISO, as a real guest keeps what it read). Once the guest agent answers — probed over
 //! the real API with the simulator's token, first at the end of the cluster's
 //! configured boot time — it registers a Node named after the machine with
 //! `spec.providerID`:
@@ -139,8 +140,7 @@ impl NodeStandIn {
         }
     }
 
-    /// The seeds the VMs booted with, by machine name (recorded before the
-    /// controller removes the ISOs).
+    /// The seeds the VMs booted with, by machine name.
     pub fn seeds(&self) -> Seeds {
         self.seeds.clone()
     }
@@ -292,7 +292,7 @@ impl Loop {
         let seen = self.seen.entry(uid.clone()).or_default();
         let first = *seen.first_running.get_or_insert_with(Instant::now);
         if seen.instance_id.is_none()
-            && let Some((volid, seed)) = attached_seed(&target.sim, &vm)
+            && let Some((volid, seed)) = vm.boot_seed.clone()
         {
             seen.instance_id = instance_id(&seed.meta_data);
             seen.boot = Some(pve_sim::boot::classify(&seed.user_data));
@@ -470,20 +470,6 @@ pub fn same_origin(a: &str, b: &str) -> bool {
         u[rest..].find('/').map_or(u, |i| &u[..rest + i])
     }
     !a.is_empty() && origin(a).eq_ignore_ascii_case(origin(b))
-}
-
-/// The NoCloud seed attached to the VM as a CD-ROM, with its volume id.
-fn attached_seed(sim: &SimCluster, vm: &VmSnapshot) -> Option<(String, NoCloudSeed)> {
-    vm.config
-        .values()
-        .filter(|v| v.contains("media=cdrom"))
-        .filter_map(|v| v.split(',').next())
-        .filter(|volid| volid.contains(":iso/"))
-        .find_map(|volid| {
-            let bytes = sim.iso_bytes(&vm.node, volid)?;
-            let seed = pve_sim::iso::read_nocloud(&bytes).ok()?;
-            Some((volid.to_string(), seed))
-        })
 }
 
 /// `instance-id` from NoCloud `meta-data` (YAML).

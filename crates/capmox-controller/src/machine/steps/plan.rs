@@ -215,8 +215,8 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
 }
 
 /// Machines of this CAPI cluster per node of this Proxmox cluster: each
-/// machine once, where its placement in flight says, else where its status
-/// says, else where the listing shows its VMID.
+/// machine once, where its placement in flight says, else where
+/// [`machine_node`] finds it.
 fn cluster_machines(
     run: &Run<'_>,
     facts: &Facts,
@@ -291,17 +291,17 @@ fn pci_in_use(
     in_use
 }
 
-/// Where a machine's VM is: its status, else the listing by its VMID.
+/// Where a machine's VM is: where the listing shows its VMID (a VM's node
+/// in the listing is current, docs/proxmox-semantics.md §9), else its
+/// `status.proxmoxNode`. The listing goes first: the status may still name
+/// the node of a clone that failed before the last restart, while the
+/// retried clone made the VM elsewhere.
 fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
-    m.status
-        .as_ref()
-        .and_then(|s| s.proxmox_node.clone())
-        .or_else(|| {
-            m.spec
-                .virtual_machine_id
-                .and_then(|v| snap.vm(v))
-                .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
-        })
+    m.spec
+        .virtual_machine_id
+        .and_then(|v| snap.vm(v))
+        .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
+        .or_else(|| m.status.as_ref().and_then(|s| s.proxmox_node.clone()))
 }
 
 fn unreachable(instance: &str, e: &PveError) -> Reason {
@@ -353,4 +353,47 @@ pub fn locality(
         nodes: [node].into(),
         why,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::machine::{ProxmoxMachine, ProxmoxMachineSpec, ProxmoxMachineStatus};
+
+    fn machine(vmid: Option<u32>, status_node: Option<&str>) -> ProxmoxMachine {
+        let mut m = ProxmoxMachine::new(
+            "m",
+            ProxmoxMachineSpec {
+                virtual_machine_id: vmid,
+                ..ProxmoxMachineSpec::default()
+            },
+        );
+        m.status = Some(ProxmoxMachineStatus {
+            proxmox_node: status_node.map(str::to_string),
+            ..ProxmoxMachineStatus::default()
+        });
+        m
+    }
+
+    #[test]
+    fn the_listing_places_a_machine_before_its_status() {
+        let snap = Snapshot {
+            fetched: tokio::time::Instant::now(),
+            resources: serde_json::from_str(
+                r#"[{"id":"qemu/1001","type":"qemu","vmid":1001,"node":"pve-b4"}]"#,
+            )
+            .unwrap(),
+        };
+        assert_eq!(
+            machine_node(&machine(Some(1001), Some("pve-b3")), &snap).as_deref(),
+            Some("pve-b4"),
+            "the status still names the node of an earlier, failed clone"
+        );
+        assert_eq!(
+            machine_node(&machine(Some(1002), Some("pve-b3")), &snap).as_deref(),
+            Some("pve-b3"),
+            "not listed (yet): the status"
+        );
+        assert_eq!(machine_node(&machine(None, None), &snap), None);
+    }
 }
