@@ -29,6 +29,7 @@ mod machine_lookup;
 mod machine_metrics;
 mod machine_node_tasks;
 mod machine_out_of_band;
+mod machine_pci;
 mod machine_placement;
 mod machine_pools;
 mod machine_shapes;
