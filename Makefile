@@ -85,7 +85,7 @@ FAULTS_MACHINES ?= 63
 FAULTS_KILLS ?= 10
 soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_KILLS=10, FAULTS_SEED to replay)
 	FAULTS_MACHINES=$(FAULTS_MACHINES) FAULTS_KILLS=$(FAULTS_KILLS) $(if $(FAULTS_SEED),FAULTS_SEED=$(FAULTS_SEED)) \
-		$(CARGO) nextest run -p capmox-e2e --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
+		$(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
 
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
 	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e --locked --test-threads 1
