@@ -16,10 +16,11 @@
 //!   cloned from the datacenter's Flatcar template, booted with Ignition
 //!   from an ISO on the storage the instance names (`bootstrapMedia`).
 //!
-//! Every machine gets a Node (kubelet stand-in); the machine templates
-//! report what the autoscaler reads (GPU capacity, arm64). Then the Cluster
-//! is deleted and nothing is left: no VM, ISO, claim, address or object,
-//! only the user's credentials Secrets.
+//! Every machine gets a Node (kubelet stand-in). A third GPU machine finds
+//! no free device: it waits (`PciDevicesExhausted`) and nothing is cloned
+//! for it. The machine templates report what the autoscaler reads (GPU
+//! capacity, arm64). Then the Cluster is deleted and nothing is left: no
+//! VM, ISO, claim, address or object, only the user's credentials Secrets.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +52,7 @@ const GPU_NODES: [&str; 2] = ["pve-a2", "pve-a4"];
 /// `cephfs`).
 const FLATCAR_ISO_STORAGE: &str = "local";
 const DATACENTERS: [&str; 3] = ["dc-a", "dc-b", "dc-c"];
+const CLONE: &str = "/nodes/{node}/qemu/{vmid}/clone";
 
 /// The built-in three datacenters, plus: in dc-a the PCI mapping
 /// `nvidia-a100` with one device on each of [`GPU_NODES`]; dc-b's nodes
@@ -383,10 +385,38 @@ async fn mixed_cluster_of_cpu_gpu_arm64_and_flatcar_machines_then_nothing_left()
     }
     // The other machines' ISOs went to the default: the shared `iso`
     // storage.
-    for r in rows.iter().filter(|r| r.instance.as_deref() != Some("dc-c")) {
+    for r in rows
+        .iter()
+        .filter(|r| r.instance.as_deref() != Some("dc-c"))
+    {
         let (volume, _) = seed_of(r);
         assert!(volume.starts_with("cephfs:iso/"), "{}: {volume}", r.name);
     }
+
+    // A third GPU machine finds no free device: it waits, named why, and
+    // nothing is cloned for it (it goes with the Cluster below).
+    let dc_a = env.pve.cluster("dc-a").unwrap().clone();
+    let clones = || dc_a.calls().count("POST", CLONE);
+    let clones_before = clones();
+    scenario::scale_machine_deployment(&env.client, &ns, &format!("{CLUSTER}-md-dc-a"), 3)
+        .await
+        .unwrap();
+    env.wait_machines(
+        "a third GPU machine waits for a free device",
+        env.waits.sim(600.0),
+        |rows| {
+            rows.iter().any(|r| {
+                !r.control_plane
+                    && r.failure_domain.as_deref() == Some("dc-a")
+                    && !r.provisioned
+                    && r.reason.as_deref() == Some("PciDevicesExhausted")
+            })
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(clones(), clones_before, "nothing cloned without a device");
+    assert_eq!(observe::vms(&dc_a).len(), 3);
 
     // What the autoscaler reads from the machine templates.
     let want: TemplateReport = [
