@@ -138,10 +138,11 @@ fn documents(env: &Env) -> Vec<Value> {
                             i["arch"] = json!("aarch64");
                             i["controlPlane"] = json!(false);
                         }
-                        _ => {
+                        "dc-c" => {
                             i["bootstrapMedia"] = json!({"storage": FLATCAR_ISO_STORAGE});
                             i["controlPlane"] = json!(false);
                         }
+                        other => panic!("the flavor has no instance {other}"),
                     }
                 }
             }
