@@ -15,6 +15,7 @@ mod e2e_ha;
 mod e2e_modes;
 mod e2e_multi_instance;
 mod e2e_scale;
+mod e2e_shapes;
 mod e2e_spread;
 mod e2e_takeover;
 mod e2e_topology;
