@@ -47,6 +47,7 @@ pub(crate) mod props;
 pub mod schema;
 pub mod secret;
 pub(crate) mod simulator;
+pub(crate) mod snapshot;
 pub(crate) mod state;
 pub(crate) mod worker;
 
@@ -62,9 +63,8 @@ pub use faults::{ActiveFault, Fault, FaultId, FaultKind};
 pub use iso::{IsoError, NoCloudSeed};
 pub use lower_bound::{FleetRequest, FleetSteps, LowerBound, Placement};
 pub use secret::Secret;
-pub use simulator::{
-    HaSnapshot, NodeSnapshot, SimCluster, Simulator, TaskSnapshot, VmSnapshot, VolumeSnapshot,
-};
+pub use simulator::{SimCluster, Simulator};
+pub use snapshot::{HaSnapshot, NodeSnapshot, TaskSnapshot, VmSnapshot, VolumeSnapshot};
 pub use state::CallLog;
 pub use state::vm::AgentState;
 

@@ -1,120 +1,23 @@
 //! The public handles: [`Simulator`] (owns the listeners) and [`SimCluster`]
 //! (a cheap handle to one simulated cluster with introspection and test
-//! controls), plus the typed snapshots they return.
+//! controls), which hands out the snapshots of [`crate::snapshot`].
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
-
-use serde::{Deserialize, Serialize};
 
 use crate::config::{ClusterConfig, SimConfig, VmConfig};
 use crate::error::SimError;
 use crate::faults::{ActiveFault, Fault, FaultId};
 use crate::http::{ApiService, MakeApi};
-use crate::iso::NoCloudSeed;
 use crate::lower_bound::{self, FleetRequest, LowerBound};
 use crate::schema::Schema;
 use crate::secret::Secret;
-use crate::state::tasks::TaskStatus;
+use crate::snapshot::{
+    HaSnapshot, NodeSnapshot, TaskSnapshot, VmSnapshot, VolumeSnapshot, snapshot, task_snapshot,
+};
 use crate::state::vm::AgentState;
 use crate::state::{CallLog, Cluster};
-
-/// A VM as tests see it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct VmSnapshot {
-    /// VMID.
-    pub vmid: u32,
-    /// Node the config lives on.
-    pub node: String,
-    /// `name`.
-    pub name: Option<String>,
-    /// `template: 1`.
-    pub template: bool,
-    /// `running` or `stopped`.
-    pub status: String,
-    /// `lock` property.
-    pub lock: Option<String>,
-    /// Tags, split.
-    pub tags: Vec<String>,
-    /// Current config (as stored, without `digest`).
-    pub config: BTreeMap<String, String>,
-    /// Pending values.
-    pub pending: BTreeMap<String, String>,
-    /// Pending deletions.
-    pub pending_delete: Vec<String>,
-    /// Guest agent behaviour.
-    pub agent: AgentState,
-    /// Addresses the guest agent reports (interface name → `ip/prefix`), empty when stopped.
-    pub guest_addresses: BTreeMap<String, Vec<String>>,
-    /// How the running guest took its seed (`cloud-init`, `ignition 3.4.0`,
-    /// `no seed`, `failed: …`); `None` when stopped.
-    pub guest_boot: Option<String>,
-    /// The NoCloud seed ISO the running guest read when it booted
-    /// (`storage:iso/<file>`, contents), kept after the ISO is ejected or
-    /// deleted, as cloud-init keeps what it read; `None` when stopped or
-    /// booted without one.
-    pub boot_seed: Option<(String, NoCloudSeed)>,
-}
-
-/// A volume as tests see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VolumeSnapshot {
-    /// `storage:volname`.
-    pub volid: String,
-    /// Bytes.
-    pub size: u64,
-    /// `raw`, `qcow2`, `iso`, …
-    pub format: String,
-    /// Content type.
-    pub content: String,
-    /// Owner VMID.
-    pub vmid: Option<u32>,
-    /// Base volume of a linked clone.
-    pub parent: Option<String>,
-}
-
-/// A task as tests see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TaskSnapshot {
-    /// UPID.
-    pub upid: String,
-    /// Node.
-    pub node: String,
-    /// Worker type.
-    pub kind: String,
-    /// Task id.
-    pub id: String,
-    /// Owner.
-    pub owner: String,
-    /// `running` or `stopped`.
-    pub status: String,
-    /// Exit status once stopped.
-    pub exitstatus: Option<String>,
-    /// Log lines.
-    pub log: Vec<String>,
-}
-
-/// An HA resource as tests see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct HaSnapshot {
-    /// VMID (`vm:<vmid>`).
-    pub vmid: u32,
-    /// Requested state.
-    pub state: String,
-    /// HA group (PVE 8).
-    pub group: Option<String>,
-}
-
-/// A node as tests see it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NodeSnapshot {
-    /// Name.
-    pub name: String,
-    /// Online.
-    pub online: bool,
-}
 
 /// Handle to one simulated Proxmox cluster (cheap to clone).
 #[derive(Clone)]
@@ -434,56 +337,6 @@ impl SimCluster {
     pub fn lower_bound(&self, requests: &[FleetRequest]) -> Result<LowerBound, SimError> {
         let scale = self.inner.clock.real(1.0).as_secs_f64();
         lower_bound::compute(std::slice::from_ref(&self.inner.cfg), scale, requests)
-    }
-}
-
-fn snapshot(vm: &crate::state::vm::Vm) -> VmSnapshot {
-    VmSnapshot {
-        vmid: vm.vmid,
-        node: vm.node.clone(),
-        name: vm.name().map(String::from),
-        template: vm.is_template(),
-        status: if vm.running() { "running" } else { "stopped" }.into(),
-        lock: vm.lock().map(String::from),
-        tags: vm
-            .conf
-            .get("tags")
-            .map(|t| t.split(';').map(String::from).collect())
-            .unwrap_or_default(),
-        config: vm.conf.clone(),
-        pending: vm.pending.clone(),
-        pending_delete: vm.pending_delete.keys().cloned().collect(),
-        agent: vm.agent,
-        guest_addresses: vm
-            .run
-            .iter()
-            .flat_map(|r| r.ifaces.iter())
-            .map(|i| {
-                (
-                    i.name.clone(),
-                    i.addrs.iter().map(|(a, p)| format!("{a}/{p}")).collect(),
-                )
-            })
-            .collect(),
-        guest_boot: vm.run.as_ref().map(|r| r.boot.to_string()),
-        boot_seed: vm.run.as_ref().and_then(|r| r.seed.clone()),
-    }
-}
-
-fn task_snapshot(t: &crate::state::tasks::Task) -> TaskSnapshot {
-    let (status, exitstatus) = match &t.status {
-        TaskStatus::Running => ("running".to_string(), None),
-        TaskStatus::Stopped { exitstatus, .. } => ("stopped".to_string(), Some(exitstatus.clone())),
-    };
-    TaskSnapshot {
-        upid: t.upid.clone(),
-        node: t.node.clone(),
-        kind: t.kind.clone(),
-        id: t.id.clone(),
-        owner: t.owner.clone(),
-        status,
-        exitstatus,
-        log: t.log.clone(),
     }
 }
 
