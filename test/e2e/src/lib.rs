@@ -34,6 +34,7 @@ pub mod scenario;
 pub mod setup;
 pub mod standin;
 pub mod table;
+pub mod vm_templates;
 
 pub use error::{E2eError, Result};
 

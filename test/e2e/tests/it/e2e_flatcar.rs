@@ -16,7 +16,7 @@ use capmox_e2e::observe::MachineRow;
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
-use pve_sim::{SimConfig, VmConfig};
+use pve_sim::SimConfig;
 use serde_json::Value;
 
 const CLUSTER: &str = "fc1";
@@ -27,13 +27,7 @@ const CLUSTER: &str = "fc1";
 fn datacenters() -> SimConfig {
     let mut sim = SimConfig::builtin_default();
     for c in &mut sim.clusters {
-        let ubuntu = c.templates[0].clone();
-        let mut flatcar: VmConfig = ubuntu.clone();
-        flatcar.vmid = ubuntu.vmid + 1;
-        flatcar.name = "flatcar-stable".into();
-        flatcar.tags = Some("capmox;flatcar".into());
-        flatcar.extra.insert("serial0".into(), "socket".into());
-        c.templates.push(flatcar);
+        capmox_e2e::vm_templates::add_flatcar(c);
     }
     sim
 }

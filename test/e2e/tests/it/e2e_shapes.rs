@@ -34,7 +34,7 @@ use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
 use pve_sim::config::PciMappingConfig;
-use pve_sim::{SimConfig, VmConfig, VmSnapshot};
+use pve_sim::{SimConfig, VmSnapshot};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "mix1";
@@ -78,14 +78,7 @@ fn datacenters() -> SimConfig {
     for t in &mut b.templates {
         t.efidisk = false;
     }
-    let c = sim.cluster_mut("dc-c").unwrap();
-    let ubuntu = c.templates[0].clone();
-    let mut flatcar: VmConfig = ubuntu.clone();
-    flatcar.vmid = ubuntu.vmid + 1;
-    flatcar.name = "flatcar-stable".into();
-    flatcar.tags = Some("capmox;flatcar".into());
-    flatcar.extra.insert("serial0".into(), "socket".into());
-    c.templates.push(flatcar);
+    capmox_e2e::vm_templates::add_flatcar(sim.cluster_mut("dc-c").unwrap());
     sim
 }
 
