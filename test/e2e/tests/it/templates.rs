@@ -728,7 +728,10 @@ fn every_cluster_class_variable_is_documented() {
 fn shape_flavors() -> [(&'static str, BTreeMap<String, String>); 4] {
     [
         ("templates/cluster-template.yaml", single_vars()),
-        ("templates/cluster-template-multi-instance.yaml", multi_vars()),
+        (
+            "templates/cluster-template-multi-instance.yaml",
+            multi_vars(),
+        ),
         ("templates/cluster-template-multi-instance-vip-pool.yaml", {
             let mut v = multi_vars();
             v.remove("CONTROL_PLANE_ENDPOINT_IP");
@@ -764,7 +767,11 @@ fn vm_shape_variables_unset_leave_the_fields_unset() {
         for role in ["control-plane", "worker"] {
             let spec = machine_spec(&docs, role);
             for field in ["cpu", "pciDevices", "bootstrapMedia"] {
-                assert!(unset(&spec[field]), "{t}: {role}: {field} = {}", spec[field]);
+                assert!(
+                    unset(&spec[field]),
+                    "{t}: {role}: {field} = {}",
+                    spec[field]
+                );
             }
             // And the types read them as unset.
             let typed: capmox_controller::api::ProxmoxMachineSpec =
@@ -800,7 +807,10 @@ fn vm_shape_variables_set_carry_exactly_their_values() {
             "[{mapping: gpu, pcie: true, primaryGpu: true}, {mapping: vgpu, mdev: nvidia-63}]",
         ),
         ("BOOTSTRAP_MEDIA", "storage: nfs-iso, cdromBus: sata"),
-        ("PROXMOX_2_BOOTSTRAP_MEDIA", "storage: cephfs, cdromBus: scsi"),
+        (
+            "PROXMOX_2_BOOTSTRAP_MEDIA",
+            "storage: cephfs, cdromBus: scsi",
+        ),
     ];
     let gpus = json!([
         {"mapping": "gpu", "pcie": true, "primaryGpu": true},
@@ -808,7 +818,11 @@ fn vm_shape_variables_set_carry_exactly_their_values() {
     ]);
     for (t, mut v) in shape_flavors() {
         let single = t == "templates/cluster-template.yaml";
-        v.extend(shape.iter().map(|(k, x)| ((*k).to_string(), (*x).to_string())));
+        v.extend(
+            shape
+                .iter()
+                .map(|(k, x)| ((*k).to_string(), (*x).to_string())),
+        );
         let docs = render_and_check(t, &v);
         let cp = machine_spec(&docs, "control-plane");
         let worker = machine_spec(&docs, "worker");

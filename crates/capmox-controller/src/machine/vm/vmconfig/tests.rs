@@ -450,7 +450,11 @@ fn empty_shape_values_from_the_templates_are_unset() {
     let cpu = d.cpu.clone().unwrap();
     assert_eq!(cpu.model.as_deref(), Some("host"));
     assert_eq!(
-        cpu.flags.unwrap().iter().map(ToString::to_string).collect::<Vec<_>>(),
+        cpu.flags
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
         ["+aes"]
     );
     assert_eq!(d.media_storage.as_deref(), Some("nfs-iso"));
