@@ -255,6 +255,31 @@ mod tests {
     }
 
     #[test]
+    fn empty_shape_values_are_unset() {
+        // What the templates render when the clusterctl variables
+        // CONTROL_PLANE_CPU, WORKER_CPU, WORKER_PCI_DEVICES and
+        // BOOTSTRAP_MEDIA are not set (docs/templates.md).
+        let spec: ProxmoxMachineSpec = serde_json::from_value(serde_json::json!({
+            "numSockets": 1, "numCores": 4, "memoryMiB": 8192,
+            "cpu": {}, "pciDevices": [], "bootstrapMedia": {}
+        }))
+        .unwrap();
+        for arch in [None, Some(Arch::Aarch64)] {
+            assert_eq!(
+                serde_json::to_value(status_for(&spec, arch)).unwrap(),
+                serde_json::json!({
+                    "capacity": {"cpu": "4", "memory": "8192Mi"},
+                    "nodeInfo": {
+                        "architecture": if arch.is_some() { "arm64" } else { "amd64" },
+                        "operatingSystem": "linux"
+                    }
+                }),
+                "{arch:?}"
+            );
+        }
+    }
+
+    #[test]
     fn unknown_values_are_left_out() {
         let only_cores = ProxmoxMachineSpec {
             num_cores: Some(3),

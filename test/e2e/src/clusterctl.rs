@@ -350,6 +350,25 @@ mod tests {
         assert_eq!(names, ["A"]);
     }
 
+    /// A default ends at the first `}` (drone/envsubst's `acceptNotClosing`),
+    /// so `${A:={}}` looks right unset and breaks when set: the templates
+    /// write `cpu: {${WORKER_CPU:=}}` instead (docs/templates.md).
+    #[test]
+    fn a_default_ends_at_the_first_closing_brace() {
+        let t = "cpu: ${A:={}}";
+        assert_eq!(render(t, &vars(&[])).unwrap(), "cpu: {}");
+        assert_eq!(
+            render(t, &vars(&[("A", "{type: host}")])).unwrap(),
+            "cpu: {type: host}}"
+        );
+        let t = "cpu: {${A:=}}";
+        assert_eq!(render(t, &vars(&[])).unwrap(), "cpu: {}");
+        assert_eq!(
+            render(t, &vars(&[("A", "type: host")])).unwrap(),
+            "cpu: {type: host}"
+        );
+    }
+
     #[test]
     fn nested_defaults() {
         let t = "${A:=${B:=inner}-x}";

@@ -722,3 +722,191 @@ fn every_cluster_class_variable_is_documented() {
         );
     }
 }
+
+/// The flavors whose machine templates carry the VM-shape variables, with
+/// the variables each needs.
+fn shape_flavors() -> [(&'static str, BTreeMap<String, String>); 4] {
+    [
+        ("templates/cluster-template.yaml", single_vars()),
+        (
+            "templates/cluster-template-multi-instance.yaml",
+            multi_vars(),
+        ),
+        ("templates/cluster-template-multi-instance-vip-pool.yaml", {
+            let mut v = multi_vars();
+            v.remove("CONTROL_PLANE_ENDPOINT_IP");
+            v.insert(
+                "CONTROL_PLANE_ENDPOINT_IP_RANGES".into(),
+                "[10.10.0.5-10.10.0.9]".into(),
+            );
+            v
+        }),
+        ("templates/cluster-template-flatcar.yaml", multi_vars()),
+    ]
+}
+
+/// The machine spec of the ProxmoxMachineTemplate named `<cluster>-<role>`.
+fn machine_spec<'a>(docs: &'a [Value], role: &str) -> &'a Value {
+    &one(docs, "ProxmoxMachineTemplate", &format!("wl1-{role}"))["spec"]["template"]["spec"]
+}
+
+/// Whether `v` (a rendered field) is unset or empty: absent, `{}` or `[]`.
+fn unset(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(m) => m.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        _ => false,
+    }
+}
+
+#[test]
+fn vm_shape_variables_unset_leave_the_fields_unset() {
+    for (t, v) in shape_flavors() {
+        let docs = render_and_check(t, &v);
+        for role in ["control-plane", "worker"] {
+            let spec = machine_spec(&docs, role);
+            for field in ["cpu", "pciDevices", "bootstrapMedia"] {
+                assert!(
+                    unset(&spec[field]),
+                    "{t}: {role}: {field} = {}",
+                    spec[field]
+                );
+            }
+            // And the types read them as unset.
+            let typed: capmox_controller::api::ProxmoxMachineSpec =
+                serde_json::from_value(spec.clone()).unwrap();
+            assert_eq!(typed.cpu.unwrap_or_default(), Default::default(), "{t}");
+            assert!(typed.pci_devices.is_empty(), "{t}");
+            assert_eq!(
+                typed.bootstrap_media.unwrap_or_default(),
+                Default::default(),
+                "{t}"
+            );
+        }
+        let pc = docs.iter().find(|d| d["kind"] == "ProxmoxCluster").unwrap();
+        for inst in pc["spec"]["settings"]["instances"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+        {
+            for field in ["cpu", "bootstrapMedia", "arch", "pciMappings"] {
+                assert!(unset(&inst[field]), "{t}: {}: {field}", inst["name"]);
+            }
+        }
+    }
+}
+
+#[test]
+fn vm_shape_variables_set_carry_exactly_their_values() {
+    let shape = [
+        ("CONTROL_PLANE_CPU", "type: x86-64-v3"),
+        ("WORKER_CPU", "type: host, flags: [+aes, -pcid]"),
+        (
+            "WORKER_PCI_DEVICES",
+            "[{mapping: gpu, pcie: true, primaryGpu: true}, {mapping: vgpu, mdev: nvidia-63}]",
+        ),
+        ("BOOTSTRAP_MEDIA", "storage: nfs-iso, cdromBus: sata"),
+        (
+            "PROXMOX_2_BOOTSTRAP_MEDIA",
+            "storage: cephfs, cdromBus: scsi",
+        ),
+    ];
+    let gpus = json!([
+        {"mapping": "gpu", "pcie": true, "primaryGpu": true},
+        {"mapping": "vgpu", "mdev": "nvidia-63"}
+    ]);
+    for (t, mut v) in shape_flavors() {
+        let single = t == "templates/cluster-template.yaml";
+        v.extend(
+            shape
+                .iter()
+                .map(|(k, x)| ((*k).to_string(), (*x).to_string())),
+        );
+        let docs = render_and_check(t, &v);
+        let cp = machine_spec(&docs, "control-plane");
+        let worker = machine_spec(&docs, "worker");
+        assert_eq!(cp["cpu"], json!({"type": "x86-64-v3"}), "{t}");
+        assert!(unset(&cp["pciDevices"]), "{t}");
+        assert_eq!(
+            worker["cpu"],
+            json!({"type": "host", "flags": ["+aes", "-pcid"]}),
+            "{t}"
+        );
+        assert_eq!(worker["pciDevices"], gpus, "{t}");
+        let media = json!({"storage": "nfs-iso", "cdromBus": "sata"});
+        let pc = docs.iter().find(|d| d["kind"] == "ProxmoxCluster").unwrap();
+        if single {
+            assert_eq!(cp["bootstrapMedia"], media, "{t}");
+            assert_eq!(worker["bootstrapMedia"], media, "{t}");
+        } else {
+            // Per datacenter: only dc-b's is set; machines take the
+            // instance's.
+            let per_instance: Vec<&Value> = pc["spec"]["settings"]["instances"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|i| &i["bootstrapMedia"])
+                .collect();
+            assert_eq!(
+                per_instance,
+                [
+                    &json!({}),
+                    &json!({"storage": "cephfs", "cdromBus": "scsi"}),
+                    &json!({})
+                ],
+                "{t}"
+            );
+            assert!(unset(&cp["bootstrapMedia"]) && unset(&worker["bootstrapMedia"]));
+        }
+    }
+}
+
+#[test]
+fn vm_shape_variables_with_bad_values_are_refused_with_the_field_named() {
+    for (value_of, var, value, field) in [
+        (
+            "worker",
+            "WORKER_CPU",
+            r#"type: "bad type!""#,
+            "spec.template.spec.cpu.type",
+        ),
+        (
+            "worker",
+            "WORKER_CPU",
+            "flags: [+avx512f]",
+            "spec.template.spec.cpu.flags[0]",
+        ),
+        (
+            "worker",
+            "WORKER_PCI_DEVICES",
+            "[{mapping: gpu}, {mapping: gpu}]",
+            "spec.template.spec.pciDevices[1].mapping",
+        ),
+        (
+            "control-plane",
+            "BOOTSTRAP_MEDIA",
+            "storage: NFS_ISO",
+            "spec.template.spec.bootstrapMedia.storage",
+        ),
+    ] {
+        let mut v = single_vars();
+        v.insert(var.into(), value.into());
+        let text = clusterctl::render(&read("templates/cluster-template.yaml"), &v).unwrap();
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+        let t: ProxmoxMachineTemplate = serde_json::from_value(
+            one(&docs, "ProxmoxMachineTemplate", &format!("wl1-{value_of}")).clone(),
+        )
+        .unwrap();
+        let errs = validation::validate_machine_template(&t.spec);
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(paths, [field], "{var}={value}: {errs:?}");
+    }
+    // The braces belong to the template: a value that brings its own
+    // renders a mapping as a key, which is not a Kubernetes object.
+    let mut v = single_vars();
+    v.insert("WORKER_CPU".into(), "{type: host}".into());
+    let text = clusterctl::render(&read("templates/cluster-template.yaml"), &v).unwrap();
+    assert!(text.contains("cpu: {{type: host}}"));
+    assert!(serde_saphyr::from_multiple::<Value>(&text).is_err());
+}

@@ -400,6 +400,67 @@ fn cpu_from_machine_then_instance_else_the_templates() {
     );
 }
 
+/// The templates render `cpu: {}`, `bootstrapMedia: {}` and
+/// `pciDevices: []` for clusterctl variables that are not set
+/// (docs/templates.md): each must mean "not set", so the instance's
+/// defaults apply and otherwise the template VM's values stay.
+#[test]
+fn empty_shape_values_from_the_templates_are_unset() {
+    let spec: ProxmoxMachineSpec = serde_json::from_value(serde_json::json!({
+        "cpu": {}, "bootstrapMedia": {}, "pciDevices": []
+    }))
+    .unwrap();
+    // Without instance defaults: no cpu and no hostpci written over the
+    // template's, no storage or bus chosen.
+    let mut c = clone_config();
+    c = apply(
+        &c,
+        &ConfigUpdate::new()
+            .set("cpu", "kvm64,flags=+pcid")
+            .set("hostpci0", "mapping=gpu"),
+    );
+    let d = desired(&spec, "m1", &marker(), InstanceDefaults::default()).unwrap();
+    assert_eq!(d.cpu, None);
+    assert!(d.hostpci.is_empty());
+    assert_eq!((d.media_storage.clone(), d.cdrom_bus), (None, None));
+    let u = update(&d, &c, &marker(), None).unwrap();
+    assert!(
+        !u.changes()
+            .keys()
+            .chain(u.deletions())
+            .any(|k| k == "cpu" || k.starts_with("hostpci")),
+        "{u:?}"
+    );
+    // With instance defaults: the instance's values, as if the machine
+    // said nothing.
+    let inst_cpu = CpuSpec {
+        type_: Some("host".into()),
+        flags: vec!["+aes".into()],
+    };
+    let inst_media = crate::api::machine::BootstrapMediaSpec {
+        storage: Some("nfs-iso".into()),
+        cdrom_bus: Some(crate::api::machine::CdromBus::Sata),
+    };
+    let defaults = InstanceDefaults {
+        cpu: Some(&inst_cpu),
+        media: Some(&inst_media),
+        ..InstanceDefaults::default()
+    };
+    let d = desired(&spec, "m1", &marker(), defaults).unwrap();
+    let cpu = d.cpu.clone().unwrap();
+    assert_eq!(cpu.model.as_deref(), Some("host"));
+    assert_eq!(
+        cpu.flags
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>(),
+        ["+aes"]
+    );
+    assert_eq!(d.media_storage.as_deref(), Some("nfs-iso"));
+    assert_eq!(d.cdrom_bus, Some(crate::api::machine::CdromBus::Sata));
+}
+
 #[test]
 fn pci_devices_by_mapping_with_instance_renames() {
     use crate::api::machine::PciDeviceSpec;
