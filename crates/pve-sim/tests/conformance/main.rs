@@ -384,3 +384,36 @@ async fn unknown_resource_type_is_refused() {
     let r = a.get("/cluster/resources?type=pool").await;
     assert_eq!(r.status, 400, "type enum from the schema: {r:?}");
 }
+
+/// The VM-shape values the provider writes (docs/vm-shapes.md: CPU model and
+/// flags, PCI devices by mapping, firmware and machine type, CD-ROM drives
+/// on each bus) pass the official schema; malformed ones are refused with
+/// the key named.
+#[tokio::test]
+async fn vm_shape_values_pass_the_schema_and_malformed_ones_do_not() {
+    let sim = start(schema_config()).await;
+    let a = Api::new(sim.cluster("dc-a").unwrap());
+    clone_101(&a).await;
+    for (k, v) in [
+        ("cpu", "x86-64-v2-AES,flags=+pcid"),
+        ("cpu", "host,flags=+aes;-pcid"),
+        ("hostpci0", "mapping=nvidia-a100,pcie=1,rombar=0,x-vga=1"),
+        ("hostpci1", "mapping=vgpu,mdev=nvidia-63"),
+        ("bios", "ovmf"),
+        ("machine", "q35"),
+        ("sata2", "none,media=cdrom"),
+        ("scsi2", "none,media=cdrom"),
+    ] {
+        let r = a.put("/nodes/pve-a1/qemu/101/config", &[(k, v)]).await;
+        assert_eq!(r.status, 200, "{k}={v}: {r:?}");
+    }
+    for (k, v) in [
+        ("hostpci0", "mapping=nvidia-a100,pcie=maybe"),
+        ("hostpci0", "mapping=vgpu,mdev=a/b"),
+        ("cpu", "host,flags=aes"),
+    ] {
+        let r = a.put("/nodes/pve-a1/qemu/101/config", &[(k, v)]).await;
+        assert_eq!(r.status, 400, "{k}={v}: {r:?}");
+        assert!(r.body["errors"][k].is_string(), "{k}={v}: {r:?}");
+    }
+}

@@ -291,17 +291,27 @@ fn pci_in_use(
     in_use
 }
 
-/// Where a machine's VM is: where the listing shows its VMID (a VM's node
-/// in the listing is current, docs/proxmox-semantics.md §9), else its
-/// `status.proxmoxNode`. The listing goes first: the status may still name
-/// the node of a clone that failed before the last restart, while the
-/// retried clone made the VM elsewhere.
+/// Where a machine's VM is, or will be: where the listing shows its VMID (a
+/// VM's node in the listing is current, docs/proxmox-semantics.md §9),
+/// unless the VM is still being cloned; else its `status.proxmoxNode`; else
+/// where the listing shows it being cloned.
+///
+/// - The listing goes before the status: the status may still name the
+///   node of a clone that failed before the last restart, while the retried
+///   clone made the VM elsewhere.
+/// - Not for a VM locked by its clone: a clone to another node creates the
+///   config on the template's node and moves it to the target at the task's
+///   end (docs/proxmox-semantics.md §8), so until then the listing shows the
+///   template's node, and the status (written with the clone) the target.
 fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
-    m.spec
-        .virtual_machine_id
-        .and_then(|v| snap.vm(v))
-        .and_then(|r| r.node.as_ref().map(|n| n.as_str().to_string()))
-        .or_else(|| m.status.as_ref().and_then(|s| s.proxmox_node.clone()))
+    let listed = m.spec.virtual_machine_id.and_then(|v| snap.vm(v));
+    let node_of = |r: &crate::pve::ClusterResource| r.node.as_ref().map(|n| n.as_str().to_string());
+    let cloning = listed.is_some_and(|r| r.lock == Some(crate::pve::VmLock::Clone));
+    let status = m.status.as_ref().and_then(|s| s.proxmox_node.clone());
+    match listed {
+        Some(r) if !cloning => node_of(r),
+        _ => status.or_else(|| listed.and_then(node_of)),
+    }
 }
 
 fn unreachable(instance: &str, e: &PveError) -> Reason {
@@ -380,7 +390,8 @@ mod tests {
         let snap = Snapshot {
             fetched: tokio::time::Instant::now(),
             resources: serde_json::from_str(
-                r#"[{"id":"qemu/1001","type":"qemu","vmid":1001,"node":"pve-b4"}]"#,
+                r#"[{"id":"qemu/1001","type":"qemu","vmid":1001,"node":"pve-b4"},
+                    {"id":"qemu/1003","type":"qemu","vmid":1003,"node":"pve-b1","lock":"clone"}]"#,
             )
             .unwrap(),
         };
@@ -393,6 +404,16 @@ mod tests {
             machine_node(&machine(Some(1002), Some("pve-b3")), &snap).as_deref(),
             Some("pve-b3"),
             "not listed (yet): the status"
+        );
+        assert_eq!(
+            machine_node(&machine(Some(1003), Some("pve-b2")), &snap).as_deref(),
+            Some("pve-b2"),
+            "being cloned to pve-b2: the config is on the template's node until the task ends"
+        );
+        assert_eq!(
+            machine_node(&machine(Some(1003), None), &snap).as_deref(),
+            Some("pve-b1"),
+            "no status: where the listing shows it"
         );
         assert_eq!(machine_node(&machine(None, None), &snap), None);
     }
