@@ -66,6 +66,67 @@ pub(crate) fn take(
     Ok(taken)
 }
 
+/// The `pve-qm-hostpci` format (`hostpci[n]` of
+/// `/nodes/{node}/qemu/{vmid}/config`): `[[host=]<id[;id…]>]`, `device-id`,
+/// `driver` (`vfio`|`keep`), `legacy-igd`, `mapping`, `mdev`, `pcie`,
+/// `rombar`, `romfile`, `sub-device-id`, `sub-vendor-id`, `vendor-id`,
+/// `x-vga`.
+///
+/// # Errors
+/// Proxmox's message: an unknown key, or `format error` naming the key whose
+/// value does not fit.
+pub(crate) fn check_format(text: &str) -> Result<(), String> {
+    let pci_id = |s: &str| {
+        let parts: Vec<&str> = s.split(':').collect();
+        let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
+        let (bus, devfn) = match parts.as_slice() {
+            [bus, devfn] => (*bus, *devfn),
+            [domain, bus, devfn] if domain.len() >= 4 && hex(domain, domain.len()) => {
+                (*bus, *devfn)
+            }
+            _ => return false,
+        };
+        let (dev, func) = devfn.split_once('.').unwrap_or((devfn, "0"));
+        hex(bus, 2) && hex(dev, 2) && hex(func, 1)
+    };
+    let hex_id = |s: &str| {
+        s.strip_prefix("0x")
+            .is_some_and(|h| h.len() == 4 && h.chars().all(|c| c.is_ascii_hexdigit()))
+    };
+    let pattern = |k: &str| format!("format error\n{k}: value does not match the regex pattern");
+    for (k, v) in crate::props::split_pairs(text, Some("host"))? {
+        let ok = match k.as_str() {
+            "host" => v.split(';').all(pci_id),
+            "device-id" | "vendor-id" | "sub-device-id" | "sub-vendor-id" => hex_id(&v),
+            "driver" => matches!(v.as_str(), "vfio" | "keep"),
+            "legacy-igd" | "pcie" | "rombar" | "x-vga" => {
+                if crate::props::parse_bool_word(&v).is_none() {
+                    return Err(format!(
+                        "format error\n{k}: type check ('boolean') failed - got '{v}'"
+                    ));
+                }
+                true
+            }
+            "mapping" => {
+                let mut c = v.chars();
+                c.next().is_some_and(|f| f.is_ascii_alphabetic())
+                    && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
+            }
+            "mdev" => !v.is_empty() && !v.contains(['/', '.', ':']),
+            "romfile" => !v.is_empty() && !v.contains([',', ';']),
+            other => {
+                return Err(format!(
+                    "invalid key in comma-separated list property: {other}"
+                ));
+            }
+        };
+        if !ok {
+            return Err(pattern(&k));
+        }
+    }
+    Ok(())
+}
+
 /// The `path` of a map entry `node=<node>,path=<p>,…` when it is on `node`.
 fn entry_on(entry: &str, node: &str) -> Option<String> {
     let opts = options(entry);
@@ -134,6 +195,31 @@ mod tests {
             take(&two, "n2", &m, &none),
             Err("could not find a free device for 'hostpci1'".into())
         );
+    }
+
+    #[test]
+    fn the_hostpci_format() {
+        for ok in [
+            "mapping=nvidia-a100,pcie=1,rombar=0,x-vga=1",
+            "mapping=vgpu,mdev=nvidia-63",
+            "0000:01:00.0;0000:01:00.1",
+            "host=01:00,driver=vfio,vendor-id=0x10de",
+        ] {
+            assert_eq!(check_format(ok), Ok(()), "{ok}");
+        }
+        assert_eq!(
+            check_format("mapping=gpu,pcie=maybe"),
+            Err("format error\npcie: type check ('boolean') failed - got 'maybe'".into())
+        );
+        assert_eq!(
+            check_format("mapping=vgpu,mdev=a/b"),
+            Err("format error\nmdev: value does not match the regex pattern".into())
+        );
+        assert_eq!(
+            check_format("mapping=gpu,speed=1"),
+            Err("invalid key in comma-separated list property: speed".into())
+        );
+        assert!(check_format("host=zz:00.0").is_err());
     }
 
     #[test]

@@ -807,6 +807,7 @@ fn check_named(name: &str, text: &str) -> Result<(), String> {
         "pve-startup-order" => check_startup(text),
         "pve-qm-smbios1" => check_smbios1(text),
         "pve-vm-cpu-conf" => crate::cpu_conf::check(text),
+        "pve-qm-hostpci" => crate::pci::check_format(text),
         "pve-hotplug-features" => ok(
             text == "0"
                 || text == "1"
