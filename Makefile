@@ -21,7 +21,7 @@ help: ## list the targets
 # One build of both binaries (one feature resolution, so neither rebuilds the
 # other's dependencies), then the binary itself.
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
-RELEASE_BINS := $(CARGO) build --release -p capmox-e2e -p capmox-controller --bin capmox-controller
+RELEASE_BINS := $(CARGO) build --release --locked -p capmox-e2e -p capmox-controller --bin capmox-controller
 
 # The release version (`v` + the workspace version) and the image it names.
 VERSION ?= v$(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
@@ -75,8 +75,8 @@ image: tools ## OCI image archive out/image/capmox-controller-$(VERSION).oci.tar
 	$(CARGO) build --release --locked -p capmox-controller --bin capmox-controller
 	BINARY=$(TARGET_DIR)/release/capmox-controller VERSION=$(VERSION) OUT=out/image ./scripts/image.sh
 
-e2e: ## the end-to-end suite only (kube-sim + pve-sim)
-	$(CARGO) nextest run -p capmox-e2e --locked
+e2e: ## the end-to-end suite only (kube-sim + pve-sim); built with the controller package, as make test builds it, so nothing is rebuilt
+	$(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked -E 'package(capmox-e2e)'
 
 # The fault scenario (test/e2e/tests/it/e2e_faults.rs) at its large size;
 # `make test` runs it small. FAULTS_SEED replays a run (the seed is printed
@@ -88,7 +88,8 @@ soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_
 		$(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
 
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
-	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e --locked --test-threads 1
+	@test -n "$$KUBECONFIG" || { echo "make e2e-real: KUBECONFIG is not set; it runs the scenarios against a real management cluster (CAPI core installed). Without one, make e2e runs them against the in-memory stand-ins." >&2; exit 2; }
+	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked --test-threads 1 -E 'package(capmox-e2e)'
 
 # The `benchmark` profile (Cargo.toml): release, with the simulators and the
 # stand-in at opt-level 1; the controller is built as in a release.

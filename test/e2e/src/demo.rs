@@ -199,6 +199,57 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     ));
     screen.say(&lines.join("\n"));
 
+    // Ctrl-C at any moment stops the demo as cleanly as its end does: the
+    // environment shut down, its working directory removed, the log kept.
+    let outcome = tokio::select! {
+        r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| true),
+        _ = tokio::signal::ctrl_c() => Ok(false),
+    };
+    let finished = matches!(outcome, Ok(true));
+    if finished && opts.keep {
+        let kc = env.kubeconfig().display().to_string();
+        screen.say(&format!(
+            "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns} -o wide\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
+            ns = env.namespace
+        ));
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    // The working directory goes with the environment; the controller's
+    // log stays for whoever wants to read what it did (a failed or
+    // interrupted run's too).
+    let kept_log = std::env::temp_dir().join("capmox-demo-controller.log");
+    let copied = std::fs::copy(env.controller_log(), &kept_log).is_ok();
+    env.shutdown().await;
+    let log_line = if copied {
+        format!("the controller's log is kept in {}", kept_log.display())
+    } else {
+        "the controller's log could not be kept".to_string()
+    };
+    let how = match &outcome {
+        Ok(true) => "done",
+        Ok(false) => "interrupted",
+        Err(_) => "failed",
+    };
+    let next = if finished && !opts.keep {
+        "\nNext: `make demo DEMO_ARGS=--keep` keeps everything running to explore with kubectl; docs/getting-started.md installs the provider against real Proxmox VE."
+    } else {
+        ""
+    };
+    screen.say(&format!(
+        "\n{how}: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.{next}"
+    ));
+    outcome.map(|_| ())
+}
+
+/// The demo's story: apply the multi-instance template, wait for 3
+/// control-plane machines and 3 workers, scale every MachineDeployment to
+/// `opts.workers`, wait, and print the distribution.
+async fn story(
+    env: &mut Env,
+    screen: &mut Screen,
+    opts: &DemoOptions,
+    deadline: Instant,
+) -> Result<()> {
     let mut vars = env.multi_instance_vars(CLUSTER);
     vars.insert("WORKER_MACHINE_COUNT".into(), "1".into());
     let n = env
@@ -213,8 +264,8 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
         "\napplied cluster-template-multi-instance.yaml: {n} objects (cluster {CLUSTER}, 3 control-plane machines, one MachineDeployment per datacenter with 1 worker)\n"
     ));
     watch(
-        &mut env,
-        &mut screen,
+        env,
+        screen,
         "3 control-plane machines and 3 workers running",
         deadline,
         |r, env| running(r, env, 3, 3),
@@ -235,8 +286,8 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     }
     let workers = usize::try_from(opts.workers.max(0)).unwrap_or(0) * 3;
     let rows = watch(
-        &mut env,
-        &mut screen,
+        env,
+        screen,
         "the scaled workers running",
         deadline,
         |r, env| running(r, env, 3, workers),
@@ -245,27 +296,6 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     screen.say(&format!(
         "\nfinal distribution:\n{}",
         table::distribution(&rows, &observe::vm_counts(&env.pve))
-    ));
-    if opts.keep {
-        let kc = env.kubeconfig().display().to_string();
-        screen.say(&format!(
-            "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns}\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
-            ns = env.namespace
-        ));
-        let _ = tokio::signal::ctrl_c().await;
-    }
-    // The working directory goes with the environment; the controller's
-    // log stays for whoever wants to read what it did.
-    let kept_log = std::env::temp_dir().join("capmox-demo-controller.log");
-    let copied = std::fs::copy(env.controller_log(), &kept_log).is_ok();
-    env.shutdown().await;
-    let log_line = if copied {
-        format!("the controller's log is kept in {}", kept_log.display())
-    } else {
-        "the controller's log could not be kept".to_string()
-    };
-    screen.say(&format!(
-        "\ndone: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.\nNext: `make demo DEMO_ARGS=--keep` keeps everything running to explore with kubectl; docs/getting-started.md installs the provider against real Proxmox VE."
     ));
     Ok(())
 }
