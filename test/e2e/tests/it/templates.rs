@@ -128,6 +128,11 @@ fn check_objects(template: &str, docs: &[Value]) {
             continue;
         }
         assert_eq!(api, "infrastructure.cluster.x-k8s.io/v1alpha3");
+        // What the API server stores: `null`s of non-nullable fields dropped
+        // (a variable left unset renders `null`).
+        let mut doc = doc.clone();
+        drop_nulls(&mut doc);
+        let doc = &doc;
         if let Err(errs) = cel.validate(&schema_of(kind), doc, None) {
             panic!("{template}: {kind} refused by CEL: {:?}", errs.into_vec());
         }
@@ -166,6 +171,19 @@ fn check_objects(template: &str, docs: &[Value]) {
             back["spec"], original,
             "{template}: {kind} has fields the API does not know"
         );
+    }
+}
+
+/// Drops `null` values, as kube-apiserver drops those of non-nullable
+/// fields (none of ours is nullable).
+fn drop_nulls(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.retain(|_, child| !child.is_null());
+            map.values_mut().for_each(drop_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_nulls),
+        _ => {}
     }
 }
 
@@ -800,16 +818,16 @@ fn vm_shape_variables_unset_leave_the_fields_unset() {
 #[test]
 fn vm_shape_variables_set_carry_exactly_their_values() {
     let shape = [
-        ("CONTROL_PLANE_CPU", "type: x86-64-v3"),
-        ("WORKER_CPU", "type: host, flags: [+aes, -pcid]"),
+        ("CONTROL_PLANE_CPU", "{type: x86-64-v3}"),
+        ("WORKER_CPU", "{type: host, flags: [+aes, -pcid]}"),
         (
             "WORKER_PCI_DEVICES",
             "[{mapping: gpu, pcie: true, primaryGpu: true}, {mapping: vgpu, mdev: nvidia-63}]",
         ),
-        ("BOOTSTRAP_MEDIA", "storage: nfs-iso, cdromBus: sata"),
+        ("BOOTSTRAP_MEDIA", "{storage: nfs-iso, cdromBus: sata}"),
         (
             "PROXMOX_2_BOOTSTRAP_MEDIA",
-            "storage: cephfs, cdromBus: scsi",
+            "{storage: cephfs, cdromBus: scsi}",
         ),
     ];
     let gpus = json!([
@@ -851,9 +869,9 @@ fn vm_shape_variables_set_carry_exactly_their_values() {
             assert_eq!(
                 per_instance,
                 [
-                    &json!({}),
+                    &Value::Null,
                     &json!({"storage": "cephfs", "cdromBus": "scsi"}),
-                    &json!({})
+                    &Value::Null
                 ],
                 "{t}"
             );
@@ -868,13 +886,13 @@ fn vm_shape_variables_with_bad_values_are_refused_with_the_field_named() {
         (
             "worker",
             "WORKER_CPU",
-            r#"type: "bad type!""#,
+            r#"{type: "bad type!"}"#,
             "spec.template.spec.cpu.type",
         ),
         (
             "worker",
             "WORKER_CPU",
-            "flags: [+avx512f]",
+            "{flags: [+avx512f]}",
             "spec.template.spec.cpu.flags[0]",
         ),
         (
@@ -886,7 +904,7 @@ fn vm_shape_variables_with_bad_values_are_refused_with_the_field_named() {
         (
             "control-plane",
             "BOOTSTRAP_MEDIA",
-            "storage: NFS_ISO",
+            "{storage: NFS_ISO}",
             "spec.template.spec.bootstrapMedia.storage",
         ),
     ] {
@@ -902,11 +920,29 @@ fn vm_shape_variables_with_bad_values_are_refused_with_the_field_named() {
         let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(paths, [field], "{var}={value}: {errs:?}");
     }
-    // The braces belong to the template: a value that brings its own
-    // renders a mapping as a key, which is not a Kubernetes object.
+    // A value without its braces is no mapping: the rendered YAML does not
+    // parse, so nothing is applied.
     let mut v = single_vars();
-    v.insert("WORKER_CPU".into(), "{type: host}".into());
+    v.insert("WORKER_CPU".into(), "type: host".into());
     let text = clusterctl::render(&read("templates/cluster-template.yaml"), &v).unwrap();
-    assert!(text.contains("cpu: {{type: host}}"));
+    assert!(text.contains("cpu: type: host"));
     assert!(serde_saphyr::from_multiple::<Value>(&text).is_err());
+}
+
+/// Every template is valid YAML before rendering (editors, linters and
+/// `yq` read them as they are), not only after.
+#[test]
+fn templates_are_yaml_before_rendering() {
+    for t in [
+        "templates/cluster-template.yaml",
+        "templates/cluster-template-multi-instance.yaml",
+        "templates/cluster-template-multi-instance-vip-pool.yaml",
+        "templates/cluster-template-flatcar.yaml",
+        "templates/cluster-template-topology.yaml",
+        "templates/clusterclass-capmox.yaml",
+    ] {
+        if let Err(e) = serde_saphyr::from_multiple::<Value>(&read(t)) {
+            panic!("{t} is not YAML before rendering: {e}");
+        }
+    }
 }
