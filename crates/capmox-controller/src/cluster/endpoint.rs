@@ -85,6 +85,9 @@ pub enum Step {
     /// Write this endpoint into `spec.controlPlaneEndpoint` and its host
     /// into the record's `address`.
     Write(ApiEndpoint),
+    /// The endpoint is set but the record has no address: put the claim's
+    /// address into the record (status only).
+    Record(String),
 }
 
 fn usable(e: &Endpoint) -> bool {
@@ -110,7 +113,14 @@ pub fn decide(f: &Facts<'_>) -> Step {
         return Step::Nothing;
     };
     if f.spec.control_plane_endpoint.is_some() || f.cluster_endpoint.is_some_and(usable) {
-        return Step::Nothing;
+        // The reconcile that wrote the endpoint from the claim may have
+        // ended before its status write (a 409, a failed later step): the
+        // record still lacks the address, and only the claim has it.
+        return match (f.recorded, f.claim) {
+            (Some(r), None) if r.address.is_none() => Step::ReadClaim,
+            (Some(r), Some(ClaimFact::Bound(a))) if r.address.is_none() => Step::Record(a.clone()),
+            _ => Step::Nothing,
+        };
     }
     let Some(recorded) = f.recorded else {
         return Step::Claim(EndpointClaimStatus {
@@ -241,6 +251,11 @@ where
                 }
                 spec.control_plane_endpoint = Some(endpoint.clone());
                 out.written = Some(endpoint);
+            }
+            Step::Record(address) => {
+                if let Some(r) = &mut recorded {
+                    r.address = Some(address);
+                }
             }
         }
     }

@@ -111,6 +111,18 @@ fn the_claim_is_recorded_then_read_then_its_address_written() {
         step(&done, None, Some(&r), Some(&ClaimFact::Missing)),
         Step::Nothing
     );
+    // Written, but the status write of that reconcile was lost: the record
+    // gets the claim's address, read again.
+    let lost = recorded(None);
+    assert_eq!(step(&done, None, Some(&lost), None), Step::ReadClaim);
+    assert_eq!(
+        step(&done, None, Some(&lost), Some(&bound)),
+        Step::Record("10.0.0.77".into())
+    );
+    assert_eq!(
+        step(&done, None, Some(&lost), Some(&ClaimFact::Missing)),
+        Step::Nothing
+    );
 }
 
 #[test]
