@@ -46,14 +46,9 @@ pub(crate) fn request_state(cluster: &Arc<Cluster>, vmid: u32) {
         if want_running {
             // The start qemu-server would run: without its PCI devices the
             // VM stays stopped.
-            let node = vm.node.clone();
-            let held = crate::api::power::pci_held_on(&st, &node, vmid);
-            let Ok(taken) = crate::pci::take(&vm.conf, &node, &cluster.cfg.pci_mappings, &held)
-            else {
+            let conf = vm.conf.clone();
+            if crate::pci::reserve(&mut st, &cluster.cfg.pci_mappings, vmid, &conf).is_err() {
                 return;
-            };
-            if let Some(vm) = st.vms.get_mut(&vmid) {
-                vm.pci_held = taken;
             }
             mark_running(&cluster, &mut st, vmid);
         } else {

@@ -20,6 +20,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::config::PciMappingConfig;
+use crate::state::ClusterState;
 
 /// The devices (map entries' `path`) a VM with `conf` takes on `node`, given
 /// the `held` devices of the other VMs there.
@@ -107,11 +108,7 @@ pub(crate) fn check_format(text: &str) -> Result<(), String> {
                 }
                 true
             }
-            "mapping" => {
-                let mut c = v.chars();
-                c.next().is_some_and(|f| f.is_ascii_alphabetic())
-                    && c.all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_')
-            }
+            "mapping" => crate::schema::check_format("pve-configid", &v).is_ok(),
             "mdev" => !v.is_empty() && !v.contains(['/', '.', ':']),
             "romfile" => !v.is_empty() && !v.contains([',', ';']),
             other => {
@@ -127,24 +124,53 @@ pub(crate) fn check_format(text: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// A property string's `key=value` pairs (a bare first value is `host`);
+/// nothing for a value that does not parse.
+fn options(value: &str) -> BTreeMap<String, String> {
+    crate::props::split_pairs(value, Some("host"))
+        .map(|pairs| pairs.into_iter().collect())
+        .unwrap_or_default()
+}
+
 /// The `path` of a map entry `node=<node>,path=<p>,…` when it is on `node`.
 fn entry_on(entry: &str, node: &str) -> Option<String> {
-    let opts = options(entry);
+    let mut opts = options(entry);
     (opts.get("node").map(String::as_str) == Some(node))
-        .then(|| opts.get("path").cloned())
+        .then(|| opts.remove("path"))
         .flatten()
 }
 
-/// A property string's `key=value` pairs (a bare first value is `host`).
-fn options(value: &str) -> BTreeMap<String, String> {
-    value
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (k.trim().to_string(), v.trim().to_string()),
-            None => ("host".to_string(), p.trim().to_string()),
-        })
-        .collect()
+/// The mapping id of a `hostpci[n]` value (`mapping=<id>`), if it names one.
+pub(crate) fn mapping_of(value: &str) -> Option<String> {
+    options(value).remove("mapping")
+}
+
+/// Reserves the PCI devices VM `vmid` (config `conf`) takes on its node at
+/// start ([`take`] against what the other VMs there hold), recording them
+/// in the VM until it stops.
+///
+/// # Errors
+/// As [`take`]; nothing is reserved then.
+pub(crate) fn reserve(
+    st: &mut ClusterState,
+    mappings: &[PciMappingConfig],
+    vmid: u32,
+    conf: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let Some(node) = st.vms.get(&vmid).map(|v| v.node.clone()) else {
+        return Ok(());
+    };
+    let held: BTreeSet<String> = st
+        .vms
+        .values()
+        .filter(|v| v.node == node && v.vmid != vmid)
+        .flat_map(|v| v.pci_held.iter().cloned())
+        .collect();
+    let taken = take(conf, &node, mappings, &held)?;
+    if let Some(vm) = st.vms.get_mut(&vmid) {
+        vm.pci_held = taken;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -413,11 +413,7 @@ pub(crate) fn check_perms(
         } else if props::indexed(k, "hostpci", 15) && !ctx.who.is_root() {
             // qemu-server: a mapped device needs Mapping.Use on its
             // mapping and VM.Config.HWType; a raw host address only root.
-            let mapping = ctx.params.str(k).and_then(|v| {
-                v.split(',')
-                    .find_map(|p| p.strip_prefix("mapping="))
-                    .map(str::to_string)
-            });
+            let mapping = ctx.params.str(k).and_then(|v| crate::pci::mapping_of(&v));
             let Some(id) = mapping else {
                 return Err(ApiError::internal(format!(
                     "only root can set '{k}' config for non-mapped devices"

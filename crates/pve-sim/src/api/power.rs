@@ -104,19 +104,6 @@ pub(crate) fn mark_stopped(cluster: &Cluster, st: &mut ClusterState, vmid: u32) 
     }
 }
 
-/// The PCI devices held on `node` by VMs other than `vmid`.
-pub(crate) fn pci_held_on(
-    st: &ClusterState,
-    node: &str,
-    vmid: u32,
-) -> std::collections::BTreeSet<String> {
-    st.vms
-        .values()
-        .filter(|v| v.node == node && v.vmid != vmid)
-        .flat_map(|v| v.pci_held.iter().cloned())
-        .collect()
-}
-
 /// Whether power requests of `vmid` go to the HA manager: it is an HA
 /// resource whose state is not `ignored` (an ignored resource behaves as if
 /// it were not managed).
@@ -223,11 +210,7 @@ pub(crate) fn start(ctx: &Ctx) -> ApiResult {
             if let Some(why) = crate::hardware::start_refusal(&effective, &node_arch) {
                 return Err(why);
             }
-            let held = pci_held_on(&st, &node, vmid);
-            let taken = crate::pci::take(&effective, &node, &t.cluster.cfg.pci_mappings, &held)?;
-            if let Some(vm) = st.vms.get_mut(&vmid) {
-                vm.pci_held = taken;
-            }
+            crate::pci::reserve(&mut st, &t.cluster.cfg.pci_mappings, vmid, &effective)?;
             if let Some(mut vm) = st.vms.get(&vmid).cloned()
                 && (!vm.pending.is_empty() || !vm.pending_delete.is_empty())
             {
