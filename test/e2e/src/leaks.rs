@@ -155,6 +155,20 @@ pub async fn wait_nothing_left(
     .await
 }
 
+/// Deletes the Cluster `cluster` of the scenario's namespace and waits (at
+/// most three times 200 simulated seconds) until nothing of it is left
+/// ([`wait_nothing_left`], nothing labelled kept).
+///
+/// # Errors
+/// [`crate::error::E2eError::Kube`] of the delete; as [`wait_nothing_left`].
+pub async fn delete_cluster_and_wait(env: &mut Env, cluster: &str) -> Result<()> {
+    kube::Api::<crate::crds::Cluster>::namespaced(env.client.clone(), &env.namespace)
+        .delete(cluster, &kube::api::DeleteParams::default())
+        .await?;
+    let bound = env.waits.sim(3.0 * 200.0);
+    wait_nothing_left(env, "the whole cluster deleted", bound, &[]).await
+}
+
 /// The names of the Secrets left in `namespace` after a multi-instance
 /// cluster `cluster` over `datacenters` was deleted, and the names that
 /// should be left: the user's credentials Secrets

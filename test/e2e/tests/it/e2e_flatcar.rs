@@ -9,13 +9,13 @@
 //! Cluster is deleted and nothing is left behind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use capmox_e2e::crds::{Cluster, Machine};
+use capmox_e2e::crds::Machine;
 use capmox_e2e::env::{self, Env, EnvOptions};
 use capmox_e2e::leaks;
 use capmox_e2e::observe::MachineRow;
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use pve_sim::SimConfig;
 use serde_json::Value;
 
@@ -134,12 +134,7 @@ async fn flatcar_flavor_boots_with_ignition_then_delete_leaves_nothing() {
     }
 
     // Delete the Cluster: every VM, ISO, claim, address and object goes.
-    Api::<Cluster>::namespaced(env.client.clone(), &ns)
-        .delete(CLUSTER, &DeleteParams::default())
-        .await
-        .unwrap();
-    let bound = env.waits.sim(3.0 * 200.0);
-    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+    leaks::delete_cluster_and_wait(&mut env, CLUSTER)
         .await
         .unwrap();
     let (left, expected) = leaks::secrets_left(&env.client, &ns, "fc1", &["dc-a", "dc-b", "dc-c"])

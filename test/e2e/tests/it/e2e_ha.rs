@@ -20,7 +20,6 @@ use capmox_e2e::env::{self, Env, EnvOptions};
 use capmox_e2e::leaks;
 use capmox_e2e::observe::{self, MachineRow};
 use capmox_e2e::scenario::{self, Progress};
-use kube::api::{Api, DeleteParams};
 use pve_sim::{HaGroupConfig, HaRuleConfig, SimCluster, SimConfig};
 use serde_json::{Value, json};
 
@@ -406,12 +405,7 @@ async fn ha_on_pve8_and_pve9_followed_when_moved_and_nothing_left() {
 
     // Delete the Cluster: nothing of it is left, in Kubernetes or Proxmox;
     // the operator's HA rules stay.
-    Api::<capmox_e2e::crds::Cluster>::namespaced(env.client.clone(), &ns)
-        .delete(CLUSTER, &DeleteParams::default())
-        .await
-        .unwrap();
-    let bound = env.waits.sim(3.0 * 200.0);
-    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+    leaks::delete_cluster_and_wait(&mut env, CLUSTER)
         .await
         .unwrap();
     for rule in [INSTANCE_HA, WORKER_HA] {

@@ -17,7 +17,7 @@ use capmox_e2e::scenario::{self, Progress};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, ListParams};
 use serde_json::{Value, json};
 
 const CLUSTER: &str = "wl1";
@@ -328,12 +328,7 @@ async fn multi_instance_spread_then_delete_leaves_nothing() {
 
     // Scenario 6: delete the Cluster; every VM, ISO, claim, address and pool
     // goes, every finalizer is released.
-    Api::<Cluster>::namespaced(env.client.clone(), &ns)
-        .delete(CLUSTER, &DeleteParams::default())
-        .await
-        .unwrap();
-    let bound = env.waits.sim(3.0 * 200.0);
-    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+    leaks::delete_cluster_and_wait(&mut env, CLUSTER)
         .await
         .unwrap();
     // Bootstrap Secrets went with their configs; the credentials Secrets (the

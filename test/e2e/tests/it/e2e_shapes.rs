@@ -25,14 +25,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use capmox_e2e::crds::{Cluster, Machine};
+use capmox_e2e::crds::Machine;
 use capmox_e2e::env::{self, Env, EnvOptions};
 use capmox_e2e::leaks;
 use capmox_e2e::observe::{self, MachineRow};
 use capmox_e2e::scenario::{self, Progress};
 use capmox_e2e::standin::node::env_value;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use pve_sim::config::PciMappingConfig;
 use pve_sim::{SimConfig, VmSnapshot};
 use serde_json::{Value, json};
@@ -447,12 +447,7 @@ async fn mixed_cluster_of_cpu_gpu_arm64_and_flatcar_machines_then_nothing_left()
     .unwrap();
 
     // Delete the Cluster: every VM, ISO, claim, address and object goes.
-    Api::<Cluster>::namespaced(env.client.clone(), &ns)
-        .delete(CLUSTER, &DeleteParams::default())
-        .await
-        .unwrap();
-    let bound = env.waits.sim(3.0 * 200.0);
-    leaks::wait_nothing_left(&mut env, "the whole cluster deleted", bound, &[])
+    leaks::delete_cluster_and_wait(&mut env, CLUSTER)
         .await
         .unwrap();
     let (left, expected) = leaks::secrets_left(&env.client, &ns, CLUSTER, &DATACENTERS)
