@@ -31,9 +31,9 @@ mod tests {
 
     #[test]
     fn listed_storages_become_node_facts() {
-        let snap = Snapshot {
-            fetched: tokio::time::Instant::now(),
-            resources: serde_json::from_str(
+        let snap = Snapshot::new(
+            tokio::time::Instant::now(),
+            serde_json::from_str(
                 r#"[
               {"id":"storage/node-a/fast-a","type":"storage","node":"node-a","storage":"fast-a","content":"images","shared":0,"status":"available"},
               {"id":"storage/node-c/ceph-rbd","type":"storage","node":"node-c","storage":"ceph-rbd","content":"images,rootdir","shared":1,"status":"unknown"},
@@ -42,7 +42,7 @@ mod tests {
             ]"#,
             )
             .unwrap(),
-        };
+        );
         let facts = on_nodes(&snap);
         let at = |node: &str, storage: &str| {
             facts

@@ -30,9 +30,30 @@ pub struct Snapshot {
     pub fetched: Instant,
     /// The entries.
     pub resources: Vec<ClusterResource>,
+    /// Index into `resources` of each QEMU VM's entry, by VMID (the first
+    /// one), so [`Snapshot::vm`] is a lookup: the scheduler asks it for
+    /// every machine of a cluster on every plan.
+    by_vmid: HashMap<u32, usize>,
 }
 
 impl Snapshot {
+    /// A listing fetched at `fetched`.
+    pub fn new(fetched: Instant, resources: Vec<ClusterResource>) -> Snapshot {
+        let mut by_vmid = HashMap::new();
+        for (i, r) in resources.iter().enumerate() {
+            if r.is_qemu()
+                && let Some(v) = r.vmid
+            {
+                by_vmid.entry(u32::from(v)).or_insert(i);
+            }
+        }
+        Snapshot {
+            fetched,
+            resources,
+            by_vmid,
+        }
+    }
+
     /// QEMU VM entries.
     pub fn vms(&self) -> impl Iterator<Item = &ClusterResource> {
         self.resources
@@ -42,7 +63,7 @@ impl Snapshot {
 
     /// The VM entry of `vmid`.
     pub fn vm(&self, vmid: u32) -> Option<&ClusterResource> {
-        self.vms().find(|r| r.vmid.map(u32::from) == Some(vmid))
+        self.by_vmid.get(&vmid).map(|&i| &self.resources[i])
     }
 
     /// Every VMID in use (VMs and containers: the VMID space is shared).
@@ -187,10 +208,7 @@ impl ResourceCache {
         }
         let started = Instant::now();
         let resources = api.cluster_resources(None).await?;
-        let snap = Arc::new(Snapshot {
-            fetched: started,
-            resources,
-        });
+        let snap = Arc::new(Snapshot::new(started, resources));
         self.snapshots
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -213,10 +231,7 @@ mod tests {
     use super::*;
 
     fn snap(json: &str) -> Snapshot {
-        Snapshot {
-            fetched: Instant::now(),
-            resources: serde_json::from_str(json).unwrap(),
-        }
+        Snapshot::new(Instant::now(), serde_json::from_str(json).unwrap())
     }
 
     #[test]
@@ -252,5 +267,8 @@ mod tests {
             s.vm(131).and_then(|v| v.status.clone()).as_deref(),
             Some("running")
         );
+        assert!(s.vm(140).is_none(), "a container is not a VM");
+        assert!(s.vm(9000).is_some_and(|v| v.template));
+        assert!(s.vm(777).is_none());
     }
 }

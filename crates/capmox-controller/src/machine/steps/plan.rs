@@ -387,14 +387,14 @@ mod tests {
 
     #[test]
     fn the_listing_places_a_machine_before_its_status() {
-        let snap = Snapshot {
-            fetched: tokio::time::Instant::now(),
-            resources: serde_json::from_str(
+        let snap = Snapshot::new(
+            tokio::time::Instant::now(),
+            serde_json::from_str(
                 r#"[{"id":"qemu/1001","type":"qemu","vmid":1001,"node":"pve-b4"},
                     {"id":"qemu/1003","type":"qemu","vmid":1003,"node":"pve-b1","lock":"clone"}]"#,
             )
             .unwrap(),
-        };
+        );
         assert_eq!(
             machine_node(&machine(Some(1001), Some("pve-b3")), &snap).as_deref(),
             Some("pve-b4"),
