@@ -179,6 +179,11 @@ async fn run_machine(
 ) -> Result<(Option<Duration>, Option<Ended>), Error> {
     let mut run = Run::new(ctx, machine);
     let mut facts = observe::kube::facts(&mut run).await?;
+    if facts.deleting {
+        ctx.runtime.update_memo(&run.me.uid, |m| {
+            m.deleting_since.get_or_insert_with(tokio::time::Instant::now);
+        });
+    }
     let mut scheduler = Duration::ZERO;
     let end = drive(&mut run, &mut facts, &mut scheduler).await?;
     let lifecycle = if facts.deleting {

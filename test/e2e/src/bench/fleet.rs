@@ -331,13 +331,18 @@ pub fn lower_bound_requests(
 /// Where the worker VMs are: datacenter → node → VMs (from the simulator).
 pub fn placements(env: &Env) -> BTreeMap<String, BTreeMap<String, u32>> {
     let prefix = worker_prefix();
+    placements_of(env, |n| n.starts_with(&prefix))
+}
+
+/// Where the VMs whose name `keep` accepts are: datacenter → node → VMs.
+pub fn placements_of(env: &Env, keep: impl Fn(&str) -> bool) -> BTreeMap<String, BTreeMap<String, u32>> {
     env.pve
         .clusters()
         .iter()
         .map(|c| {
             let mut nodes = BTreeMap::new();
             for v in crate::observe::vms(c) {
-                if v.name.as_deref().is_some_and(|n| n.starts_with(&prefix)) {
+                if v.name.as_deref().is_some_and(&keep) {
                     *nodes.entry(v.node.clone()).or_insert(0) += 1;
                 }
             }

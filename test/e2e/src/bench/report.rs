@@ -13,7 +13,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::measure;
-use super::run::{LeftoversWhen, Outcome, Phase};
+use super::run::{LeftoversWhen, Outcome, Phase, PhaseKind};
 use super::{BenchOptions, ScenarioResult};
 use crate::error::{E2eError, Result};
 
@@ -226,8 +226,7 @@ pub fn summary(results: &[ScenarioResult]) -> String {
                     + o.down
                         .as_ref()
                         .map_or(0.0, |d| d.per_machine(d.machine_reconciles()));
-                let cpu = o.up.controller_cpu
-                    + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
+                let cpu = o.phases_cpu();
                 let per_reconcile = cpu_ms_per_reconcile(o);
                 let l = &o.leftovers;
                 let _ = writeln!(
@@ -256,11 +255,9 @@ pub fn summary(results: &[ScenarioResult]) -> String {
 }
 
 /// Controller CPU per reconcile of any controller in a scenario's measured
-/// phases (scale-up and scale-down), ms.
+/// phases (scale-up, replacement, scale-down), ms.
 fn cpu_ms_per_reconcile(o: &Outcome) -> f64 {
-    let cpu = o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
-    let reconciles = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
-    1000.0 * cpu.as_secs_f64() / reconciles.max(1.0)
+    1000.0 * o.phases_cpu().as_secs_f64() / o.phases_reconciles().max(1.0)
 }
 
 /// The goals of the run, one row each (docs/benchmarks.md, "Goals"): the
@@ -303,6 +300,17 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
             target.map_or("–".into(), |t| format!("≤ {t:.2}")),
         );
     }
+    if let Some(o) = done.iter().find(|o| o.replace.is_some()) {
+        let p = o.replace.as_ref().map_or(0, |p| p.machines);
+        row(
+            &format!(
+                "{}: {p} machines ({} %) replaced at {}: last provisioned / lower bound of the replacements",
+                o.scenario.name, o.scenario.replace_percent, o.up.machines
+            ),
+            o.replace_ratio().map(|r| (format!("{r:.2}"), true)),
+            "– (no goal set)".into(),
+        );
+    }
     let worst = |f: &dyn Fn(&Outcome) -> Option<f64>| {
         done.iter()
             .filter_map(|o| Some((f(o)?, o.scenario.name)))
@@ -340,10 +348,10 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
         format!("≤ {:.0} MiB", targets::IDLE_RSS_MIB),
     );
     let (cpu, reconciles) = done.iter().fold((0.0, 0.0), |(c, r), o| {
-        let cpu =
-            o.up.controller_cpu + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu);
-        let rec = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
-        (c + cpu.as_secs_f64(), r + rec)
+        (
+            c + o.phases_cpu().as_secs_f64(),
+            r + o.phases_reconciles(),
+        )
     });
     row(
         "controller CPU per machine reconcile (mean, every measured phase)",
@@ -487,11 +495,15 @@ fn phase_details(title: &str, p: &Phase, scale: f64, cores: usize) -> String {
     }
     t.push('\n');
     t.push_str(&endpoints(p));
-    let lifecycle = if p.up { "create" } else { "delete" };
-    let shares = time_shares(p, lifecycle, scale);
-    if !shares.is_empty() {
-        t.push('\n');
-        t.push_str(&shares);
+    for lifecycle in p.kind.lifecycles() {
+        let shares = time_shares(p, lifecycle, scale);
+        if !shares.is_empty() {
+            if p.kind == PhaseKind::Replace {
+                let _ = write!(t, "\nThe replacements' {lifecycle} lifecycle:\n");
+            }
+            t.push('\n');
+            t.push_str(&shares);
+        }
     }
     t
 }
@@ -547,11 +559,26 @@ pub fn details(results: &[ScenarioResult], cores: usize) -> String {
         }
         t.push_str(&phase_details("Scale-up", &o.up, s, cores));
         t.push('\n');
+        if let Some(r) = &o.replace {
+            if let Some(lb) = &o.replace_bound {
+                let _ = writeln!(
+                    t,
+                    "Rolling replacement: {} of the {} workers ({} % of each datacenter's, the first by name) had their Machine deleted; the MachineSets created one new Machine each. Lower bound of the replacements as placed {:.0} s simulated; ratio **{}**.\n",
+                    r.machines,
+                    o.up.machines,
+                    o.scenario.replace_percent,
+                    sim_secs(lb.total, s),
+                    o.replace_ratio().map_or("–".into(), |x| format!("{x:.2}")),
+                );
+            }
+            t.push_str(&phase_details("Replacement", r, s, cores));
+            t.push('\n');
+        }
         if let Some(d) = &o.down {
             t.push_str(&phase_details("Scale-down", d, s, cores));
             t.push('\n');
         }
-        let all = o.up.all_reconciles() + o.down.as_ref().map_or(0.0, Phase::all_reconciles);
+        let all = o.phases_reconciles();
         let _ = writeln!(
             t,
             "Controller: peak RSS {:.1} MiB{}, {:.2} s CPU over the whole scenario ({:.2} ms per reconcile in the measured phases). Scenario total {:.0} s real. Leftovers {}: {} VMs, {} ISOs, {} claims, {} addresses, {} ProxmoxMachines.\n",
@@ -566,11 +593,7 @@ pub fn details(results: &[ScenarioResult], cores: usize) -> String {
                 String::new()
             },
             o.controller.cpu.as_secs_f64(),
-            1000.0
-                * (o.up.controller_cpu
-                    + o.down.as_ref().map_or(Duration::ZERO, |d| d.controller_cpu))
-                .as_secs_f64()
-                / all.max(1.0),
+            1000.0 * o.phases_cpu().as_secs_f64() / all.max(1.0),
             o.total.as_secs_f64(),
             match o.leftovers_when {
                 LeftoversWhen::ClusterDeleted => "after deleting the Cluster",

@@ -17,7 +17,7 @@ use pve_sim::{CallLog, LowerBound};
 use super::fleet;
 use super::measure::{self, Counters, ProcessFigures};
 use super::track::Tracker;
-use crate::crds::Cluster;
+use crate::crds::{Cluster, Machine};
 use crate::env::{Env, EnvOptions};
 use crate::error::{E2eError, Result};
 use crate::{observe, scenario};
@@ -35,6 +35,11 @@ pub struct Scenario {
     pub nodes: u32,
     /// Workers per datacenter, in datacenter order (`dc-a` first).
     pub workers: Vec<usize>,
+    /// After the scale-up, this percentage of the workers (of each
+    /// datacenter) is replaced: their Machines are deleted, as a
+    /// remediation or a rollout does, and their MachineSets create new ones
+    /// (0: no replacement).
+    pub replace_percent: u32,
     /// Scale back to zero and time the deletion.
     pub scale_down: bool,
     /// Stop waiting for provisioning after this long (simulated seconds;
@@ -44,6 +49,9 @@ pub struct Scenario {
     pub provisioning_window: Option<f64>,
     /// The ratio to the lower bound this project holds itself to (not asserted).
     pub ratio_target: Option<f64>,
+    /// The longest one phase of this scenario may take, real time, when
+    /// longer than the run's [`RunOptions::phase_timeout`].
+    pub min_phase_timeout: Option<Duration>,
     /// This scenario runs at the run's time scale times this (1.0: the
     /// run's). Simulated durations are what it reports either way.
     pub time_scale_factor: f64,
@@ -53,6 +61,15 @@ impl Scenario {
     /// Workers in total.
     pub fn machines(&self) -> usize {
         self.workers.iter().sum()
+    }
+
+    /// `opts` with this scenario's phase timeout.
+    pub fn options(&self, opts: &RunOptions) -> RunOptions {
+        let mut o = opts.clone();
+        if let Some(t) = self.min_phase_timeout {
+            o.phase_timeout = o.phase_timeout.max(t);
+        }
+        o
     }
 
     /// The time scale this scenario runs at under `opts`.
@@ -76,16 +93,42 @@ pub struct RunOptions {
     pub keep_workdir: bool,
 }
 
-/// What one phase (scale-up or scale-down) measured.
+/// What a phase does to the workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PhaseKind {
+    /// `replicas` raised: machines created.
+    #[default]
+    ScaleUp,
+    /// Some Machines deleted and created again by their MachineSets.
+    Replace,
+    /// `replicas` lowered to zero: machines deleted.
+    ScaleDown,
+}
+
+impl PhaseKind {
+    /// The lifecycles of `capmox_machine_seconds_total` the phase's
+    /// machines went through.
+    pub fn lifecycles(self) -> &'static [&'static str] {
+        match self {
+            PhaseKind::ScaleUp => &["create"],
+            PhaseKind::Replace => &["create", "delete"],
+            PhaseKind::ScaleDown => &["delete"],
+        }
+    }
+}
+
+/// What one phase (scale-up, replacement or scale-down) measured.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Phase {
-    /// A scale-up (machines created), else a scale-down.
-    pub up: bool,
-    /// Machines the phase was about.
+    /// What the phase did.
+    pub kind: PhaseKind,
+    /// Machines the phase was about (created, replaced or deleted).
     pub machines: usize,
-    /// Of those, how many reached the goal (provisioned / gone).
+    /// Of those, how many reached the goal (provisioned, replaced and
+    /// provisioned, gone).
     pub reached: usize,
-    /// From the scale request to the last machine provisioned (or gone).
+    /// From the scale request (or the first Machine deletion) to the last
+    /// machine provisioned (or gone).
     pub wall: Duration,
     /// From the scale request to the first ProxmoxMachine created (the
     /// CAPI stand-in's share: MachineDeployment → MachineSet → Machine →
@@ -104,7 +147,7 @@ pub struct Phase {
     /// From the scale request until settled.
     pub settled: Duration,
     /// Per machine, from its ProxmoxMachine's creation to provisioned,
-    /// sorted (scale-up only).
+    /// sorted (machines created in the phase only).
     pub per_machine: Vec<Duration>,
 }
 
@@ -203,6 +246,11 @@ pub struct Outcome {
     pub scenario: Scenario,
     /// Workers up.
     pub up: Phase,
+    /// Workers replaced ([`Scenario::replace_percent`]).
+    pub replace: Option<Phase>,
+    /// The simulator's lower bound for the replacements as placed (`None`
+    /// when not every one was provisioned).
+    pub replace_bound: Option<LowerBound>,
     /// Workers back to zero.
     pub down: Option<Phase>,
     /// The simulator's lower bound for the fleet as placed (`None` when not
@@ -229,6 +277,31 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The measured phases in the order they ran.
+    pub fn phases(&self) -> impl Iterator<Item = &Phase> {
+        std::iter::once(&self.up)
+            .chain(self.replace.as_ref())
+            .chain(self.down.as_ref())
+    }
+
+    /// Controller CPU over every measured phase.
+    pub fn phases_cpu(&self) -> Duration {
+        self.phases().map(|p| p.controller_cpu).sum()
+    }
+
+    /// Reconciles of every controller over every measured phase.
+    pub fn phases_reconciles(&self) -> f64 {
+        self.phases().map(Phase::all_reconciles).sum()
+    }
+
+    /// The replacement's wall time ÷ its lower bound (the replacements'
+    /// clones and boots as placed).
+    pub fn replace_ratio(&self) -> Option<f64> {
+        let p = self.replace.as_ref()?;
+        let lb = self.replace_bound.as_ref()?.total.as_secs_f64();
+        (lb > 0.0 && p.reached == p.machines).then(|| p.wall.as_secs_f64() / lb)
+    }
+
     /// Wall time to all provisioned ÷ the lower bound.
     pub fn ratio(&self) -> Option<f64> {
         let lb = self.lower_bound.as_ref()?.total.as_secs_f64();
@@ -511,6 +584,14 @@ async fn measure(
     } else {
         None
     };
+    let (replace, replace_bound) = if sc.replace_percent > 0 && up.reached == up.machines {
+        say("replacing workers");
+        let (p, lb) = replace(env, &tracker, probe, &dcs, sc.replace_percent, opts).await?;
+        say("replacement measured");
+        (Some(p), lb)
+    } else {
+        (None, None)
+    };
     let down = if sc.scale_down {
         tracker.forget_gone();
         let zero: Vec<(String, usize)> = dcs.iter().map(|d| (d.clone(), 0)).collect();
@@ -522,6 +603,8 @@ async fn measure(
     Ok(Outcome {
         scenario: sc.clone(),
         up,
+        replace,
+        replace_bound,
         down,
         lower_bound,
         placements,
@@ -571,6 +654,59 @@ fn sim_calls(env: &Env) -> CallLog {
     all
 }
 
+/// The counters a phase starts from: the call logs reset, the controller's
+/// metrics and both processes' CPU read.
+struct Mark {
+    metrics: Counters,
+    controller: ProcessFigures,
+    bench: ProcessFigures,
+    at: Instant,
+}
+
+impl Mark {
+    async fn take(env: &Env, probe: &Probe) -> Result<Mark> {
+        for c in env.pve.clusters() {
+            c.reset_calls();
+        }
+        Ok(Mark {
+            metrics: measure::scrape(&probe.metrics).await?,
+            controller: probe.process()?,
+            bench: measure::process("self", probe.ticks)?,
+            at: Instant::now(),
+        })
+    }
+
+    /// The phase from this mark to now (the caller has waited for the
+    /// simulators to settle).
+    async fn finish(
+        self,
+        env: &Env,
+        probe: &Probe,
+        kind: PhaseKind,
+        machines: usize,
+        reached: usize,
+        wall: Duration,
+    ) -> Result<Phase> {
+        let settled = self.at.elapsed();
+        let m1 = measure::scrape(&probe.metrics).await?;
+        let c1 = probe.process()?;
+        let b1 = measure::process("self", probe.ticks)?;
+        Ok(Phase {
+            kind,
+            machines,
+            reached,
+            wall,
+            first_machine: None,
+            sim_calls: sim_calls(env),
+            controller: m1.since(&self.metrics),
+            controller_cpu: c1.cpu.saturating_sub(self.controller.cpu),
+            bench_cpu: b1.cpu.saturating_sub(self.bench.cpu),
+            settled,
+            per_machine: Vec::new(),
+        })
+    }
+}
+
 /// One phase: reset the call logs, read the counters, scale each
 /// datacenter's MachineDeployment, wait for the watch to report every
 /// worker provisioned (`up`) or gone, wait until the simulator is quiet,
@@ -589,13 +725,8 @@ async fn phase(
     } else {
         tracker.counts().live
     };
-    for c in env.pve.clusters() {
-        c.reset_calls();
-    }
-    let m0 = measure::scrape(&probe.metrics).await?;
-    let c0 = probe.process()?;
-    let b0 = measure::process("self", probe.ticks)?;
-    let t0 = Instant::now();
+    let mark = Mark::take(env, probe).await?;
+    let t0 = mark.at;
     for (dc, n) in targets {
         scenario::scale_machine_deployment(
             &env.client,
@@ -627,55 +758,134 @@ async fn phase(
                     if up { c.provisioned } else { machines - c.live },
                 );
             }
-            return Err(E2eError::Timeout {
-                what,
-                after: t0.elapsed(),
-                last_seen: format!(
-                    "{} workers, {} provisioned\n--- controller log (last 40 lines) ---\n{}",
-                    c.live,
-                    c.provisioned,
-                    env.controller_log_tail(40)
-                ),
-            });
+            return Err(timeout(env, what, t0, c));
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let wall = end
         .unwrap_or_else(Instant::now)
         .saturating_duration_since(t0);
-    let first_machine = if up {
-        tracker
-            .first_seen_after(t0)
-            .map(|t| t.saturating_duration_since(t0))
-    } else {
-        None
-    };
     if window.is_none() {
         wait_quiet(env, opts.phase_timeout).await?;
     }
-    let settled = t0.elapsed();
-    let mut per_machine = if up {
-        tracker.provision_times()
+    let kind = if up {
+        PhaseKind::ScaleUp
     } else {
-        Vec::new()
+        PhaseKind::ScaleDown
     };
-    per_machine.sort();
-    let m1 = measure::scrape(&probe.metrics).await?;
-    let c1 = probe.process()?;
-    let b1 = measure::process("self", probe.ticks)?;
-    Ok(Phase {
-        up,
-        machines,
-        reached,
-        wall,
-        first_machine,
-        sim_calls: sim_calls(env),
-        controller: m1.since(&m0),
-        controller_cpu: c1.cpu.saturating_sub(c0.cpu),
-        bench_cpu: b1.cpu.saturating_sub(b0.cpu),
-        settled,
-        per_machine,
-    })
+    let mut p = mark
+        .finish(env, probe, kind, machines, reached, wall)
+        .await?;
+    if up {
+        p.first_machine = tracker
+            .first_seen_after(t0)
+            .map(|t| t.saturating_duration_since(t0));
+        p.per_machine = tracker.provision_times();
+        p.per_machine.sort();
+    }
+    Ok(p)
+}
+
+/// A phase that ran out of time, with what the watch saw and the
+/// controller's log tail.
+fn timeout(env: &Env, what: String, t0: Instant, c: super::track::Counts) -> E2eError {
+    E2eError::Timeout {
+        what,
+        after: t0.elapsed(),
+        last_seen: format!(
+            "{} workers, {} provisioned\n--- controller log (last 40 lines) ---\n{}",
+            c.live,
+            c.provisioned,
+            env.controller_log_tail(40)
+        ),
+    }
+}
+
+/// The workers a replacement of `percent` % deletes: in each datacenter
+/// the first `ceil(live × percent / 100)` of its live workers by name
+/// (`live` sorted; names are `<machine deployment>-…`).
+pub fn pick_for_replacement(live: &[String], dcs: &[String], percent: u32) -> Vec<String> {
+    let mut out = Vec::new();
+    for dc in dcs {
+        let prefix = format!("{}-", fleet::machine_deployment(dc));
+        let of_dc: Vec<&String> = live.iter().filter(|n| n.starts_with(&prefix)).collect();
+        let n = (of_dc.len() * percent as usize).div_ceil(100);
+        out.extend(of_dc.into_iter().take(n).cloned());
+    }
+    out
+}
+
+/// The rolling replacement: [`pick_for_replacement`] chooses the workers,
+/// their CAPI Machines are deleted (the Machine controller deletes each
+/// ProxmoxMachine, the provider its VM), and their MachineSets create a
+/// new Machine for each. The phase ends when every chosen worker is gone
+/// and every live one is provisioned; its lower bound is pve-sim's for the
+/// new machines as placed.
+async fn replace(
+    env: &mut Env,
+    tracker: &Tracker,
+    probe: &Probe,
+    dcs: &[String],
+    percent: u32,
+    opts: &RunOptions,
+) -> Result<(Phase, Option<LowerBound>)> {
+    tracker.forget_gone();
+    let live = tracker.live_names();
+    let machines = live.len();
+    let victims = pick_for_replacement(&live, dcs, percent);
+    let mark = Mark::take(env, probe).await?;
+    let t0 = mark.at;
+    let api: Api<Machine> = Api::namespaced(env.client.clone(), &env.namespace);
+    for name in &victims {
+        match api.delete(name, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let what = format!("{} workers replaced", victims.len());
+    let end = loop {
+        env.check_controller()?;
+        let c = tracker.counts();
+        if let Some(gone) = tracker.all_gone_of(&victims)
+            && c.live == machines
+            && c.provisioned == machines
+        {
+            break tracker.all_provisioned_at().map_or(gone, |p| p.max(gone));
+        }
+        if t0.elapsed() >= opts.phase_timeout {
+            return Err(timeout(env, what, t0, c));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    wait_quiet(env, opts.phase_timeout).await?;
+    let created: std::collections::BTreeSet<String> = tracker
+        .live_names()
+        .into_iter()
+        .filter(|n| !live.contains(n))
+        .collect();
+    let placed = fleet::placements_of(env, |n| created.contains(n));
+    let bound = env
+        .pve
+        .lower_bound(&fleet::lower_bound_requests(env, &placed))
+        .map_err(|e| E2eError::Sim(e.to_string()))?;
+    let wall = end.saturating_duration_since(t0);
+    let mut p = mark
+        .finish(
+            env,
+            probe,
+            PhaseKind::Replace,
+            victims.len(),
+            victims.len(),
+            wall,
+        )
+        .await?;
+    p.first_machine = tracker
+        .first_seen_after(t0)
+        .map(|t| t.saturating_duration_since(t0));
+    p.per_machine = tracker.provision_times_since(t0);
+    p.per_machine.sort();
+    Ok((p, Some(bound)))
 }
 
 /// Waits until no task runs in any simulated datacenter and no ISO is left
@@ -738,4 +948,33 @@ async fn leftovers(env: &Env) -> Result<Leftovers> {
         addresses: count("ipam.cluster.x-k8s.io/v1beta2", "IPAddress").await?,
         machines: count("infrastructure.cluster.x-k8s.io/v1alpha3", "ProxmoxMachine").await?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replacement_takes_the_first_workers_of_each_datacenter() {
+        let live: Vec<String> = [
+            "bench-md-dc-a-x-1",
+            "bench-md-dc-a-x-2",
+            "bench-md-dc-a-x-3",
+            "bench-md-dc-b-y-1",
+            "bench-md-dc-b-y-2",
+            "bench-control-plane-z",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let dcs = vec!["dc-a".to_string(), "dc-b".to_string(), "dc-c".to_string()];
+        // 10 % of 3 rounds up to 1, of 2 to 1; dc-c has none.
+        assert_eq!(
+            pick_for_replacement(&live, &dcs, 10),
+            vec!["bench-md-dc-a-x-1", "bench-md-dc-b-y-1"]
+        );
+        assert_eq!(pick_for_replacement(&live, &dcs, 50).len(), 2 + 1);
+        assert_eq!(pick_for_replacement(&live, &dcs, 100).len(), 5);
+        assert!(pick_for_replacement(&live, &dcs, 0).is_empty());
+    }
 }

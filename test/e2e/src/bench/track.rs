@@ -196,6 +196,45 @@ impl Tracker {
         })
     }
 
+    /// The names of the live workers, sorted.
+    pub fn live_names(&self) -> Vec<String> {
+        self.with(|s| {
+            let mut names: Vec<String> = s
+                .lives
+                .iter()
+                .filter(|(_, l)| l.gone.is_none())
+                .map(|(n, _)| n.clone())
+                .collect();
+            names.sort();
+            names
+        })
+    }
+
+    /// The instant the last of `names` went (`None` while one is live;
+    /// a name never seen counts as gone at no time).
+    pub fn all_gone_of(&self, names: &[String]) -> Option<Instant> {
+        self.with(|s| {
+            names
+                .iter()
+                .filter_map(|n| s.lives.get(n))
+                .map(|l| l.gone)
+                .try_fold(None, |acc: Option<Instant>, g| Some(acc.max(Some(g?))))
+        })
+        .map(|t| t.unwrap_or_else(Instant::now))
+    }
+
+    /// Per provisioned live worker first seen at or after `after`: from its
+    /// creation to provisioned.
+    pub fn provision_times_since(&self, after: Instant) -> Vec<std::time::Duration> {
+        self.with(|s| {
+            s.lives
+                .values()
+                .filter(|l| l.gone.is_none() && l.seen >= after)
+                .filter_map(|l| l.provisioned.map(|p| p.saturating_duration_since(l.seen)))
+                .collect()
+        })
+    }
+
     /// Forgets workers that are gone (between phases).
     pub fn forget_gone(&self) {
         self.state

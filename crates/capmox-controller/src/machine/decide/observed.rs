@@ -236,8 +236,14 @@ impl Facts {
                     TaskEnd::Succeeded(Operation::Shutdown | Operation::Stop) => {
                         self.set_power(Power::Stopped)
                     }
+                    // The resize step recorded the config it leaves (the
+                    // disk at the size asked for): its end OK makes that
+                    // view current, no config read needed.
                     TaskEnd::Succeeded(
-                        Operation::Upload | Operation::DeleteVolume | Operation::Configure,
+                        Operation::Upload
+                        | Operation::DeleteVolume
+                        | Operation::Configure
+                        | Operation::Resize,
                     ) => {}
                     // Proxmox removes the VM's config at the end of its
                     // destroy task (`DELETE /nodes/{node}/qemu/{vmid}`): a

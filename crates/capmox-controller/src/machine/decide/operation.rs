@@ -49,6 +49,20 @@ impl Operation {
         })
     }
 
+    /// The power state a task of `worker` type leaves its VM in once it
+    /// ended OK: `qmstart` running, `qmshutdown` and `qmstop` stopped.
+    /// `None` for everything else, and for HA requests (`hastart`,
+    /// `hastop`): their task ends before the HA manager acts
+    /// (docs/field-cases.md B33).
+    pub fn power_after(worker: &str) -> Option<super::facts::Power> {
+        use super::facts::Power;
+        match worker {
+            "qmstart" => Some(Power::Running),
+            "qmshutdown" | "qmstop" => Some(Power::Stopped),
+            _ => None,
+        }
+    }
+
     /// Short name for logs and conditions.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -38,7 +38,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             detail: "no client".into(),
         }));
     };
-    let mut check = match run.rt().memo(&run.me.uid).bootstrap {
+    let mut check = match run.rt().memo(&run.me.uid).bootstrap.clone() {
         Some(c) if c.vmid == vmid.get() => c,
         _ => BootstrapCheck::new(vmid.get()),
     };

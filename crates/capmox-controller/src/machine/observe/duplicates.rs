@@ -12,7 +12,6 @@ use crate::api::ProxmoxMachine;
 use crate::machine::claims::{self, L2Address};
 use crate::machine::context::Run;
 use crate::machine::decide::{ClaimsFact, Facts, Observed, VmFact};
-use crate::machine::runtime::freshness::{self, Freshness};
 use crate::machine::vm::vmconfig;
 
 /// Looks for another machine holding one of our claimed addresses.
@@ -134,12 +133,10 @@ fn key(m: &ProxmoxMachine) -> String {
 /// `m` as stored, unless this process wrote it since (the store lags our
 /// own writes): then the object that write returned.
 pub fn latest_known(run: &Run<'_>, m: Arc<ProxmoxMachine>) -> Arc<ProxmoxMachine> {
-    let written = m.uid().and_then(|uid| run.rt().written(&uid));
-    match freshness::classify(m.resource_version().as_deref(), written.as_ref()) {
-        Freshness::Stale => match written.and_then(|w| w.object) {
-            Some(w) => Arc::new(w),
-            None => m,
-        },
-        _ => m,
-    }
+    let Some(uid) = m.metadata.uid.as_deref() else {
+        return m;
+    };
+    run.rt()
+        .newer_written(uid, m.metadata.resource_version.as_deref())
+        .unwrap_or(m)
 }

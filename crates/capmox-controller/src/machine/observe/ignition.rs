@@ -34,7 +34,7 @@ pub async fn checked(
     p: &BootstrapPresence,
 ) -> Result<BootstrapData, Error> {
     let key = format!("{ns}/{secret}");
-    let remembered = runtime.memo(uid).ignition.filter(|c| {
+    let remembered = runtime.memo(uid).ignition.clone().filter(|c| {
         c.secret == key && p.resource_version.as_deref() == Some(c.resource_version.as_str())
     });
     let problem = match remembered {

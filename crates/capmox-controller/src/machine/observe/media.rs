@@ -7,6 +7,10 @@
 //! `GET /nodes/{node}/storage/{storage}/content?content=iso`; files named
 //! after this machine's UID (`capmox-<vmid>-<uid>.iso`) are reported.
 //!
+//! Machines deleted together share each storage's listing
+//! ([`crate::machine::runtime::iso_lists`]): one listing sent after their
+//! deletions began answers all of them.
+//!
 //! A sweep that found none during the deletion is not repeated by the
 //! deletion's later reconciles (releasing the claims, removing the
 //! finalizer): nothing is uploaded while a machine is deleted. Before, every
@@ -29,9 +33,18 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             detail,
         }))
     };
-    if facts.deleting && run.rt().memo(&run.me.uid).media_swept {
+    let memo = run.rt().memo(&run.me.uid);
+    if facts.deleting && memo.media_swept {
         return Observed::MediaFound(Vec::new());
     }
+    // A listing sent after the deletion began shows every ISO this machine
+    // can have (nothing is uploaded while it is deleted): listings are
+    // shared by the machines deleted together. Outside a deletion the
+    // listing must be new.
+    let since = memo
+        .deleting_since
+        .filter(|_| facts.deleting)
+        .unwrap_or_else(tokio::time::Instant::now);
     let Ok(inst) = run.instance().cloned() else {
         return unreachable("no client".into());
     };
@@ -60,16 +73,17 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
         ) else {
             continue;
         };
-        match inst
-            .api
-            .storage_content(&node, &sid, Some("iso"), None)
+        match run
+            .rt()
+            .iso_lists
+            .get(&inst.identity, inst.api.as_ref(), &node, &sid, since)
             .await
         {
-            Ok(list) => found.extend(list.into_iter().filter_map(|v| {
-                let file = v.volid.rsplit('/').next()?;
+            Ok(list) => found.extend(list.volids.iter().filter_map(|volid| {
+                let file = volid.rsplit('/').next()?;
                 is_iso_of(file, &run.me.uid).then(|| MediaVolume {
                     node: node.clone(),
-                    volid: v.volid.clone(),
+                    volid: volid.clone(),
                 })
             })),
             Err(e) => {

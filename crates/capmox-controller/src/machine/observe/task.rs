@@ -18,7 +18,7 @@ use crate::clients::Instance;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Operation, TaskFact};
-use crate::machine::runtime::memo::{Memo, TaskMemo};
+use crate::machine::runtime::memo::{Memo, TaskMemo, VmMemo};
 use crate::machine::runtime::node_tasks::Answer;
 use crate::machine::runtime::slots::TemplateKey;
 use crate::machine::runtime::timing::observation;
@@ -154,6 +154,25 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
     let Some(t) = memo.task.as_ref().filter(|t| t.upid == upid.as_str()) else {
         return;
     };
+    if let (TaskFact::Succeeded(_), Some(vmid), Some(power)) = (
+        fact,
+        t.vmid,
+        Operation::power_after(upid.worker_type()),
+    ) {
+        // Our own start, shutdown or stop ended OK: the VM's power state is
+        // known now, while the listing's lags (docs/proxmox-semantics.md §9).
+        rt.update_memo(&run.me.uid, |m| match &mut m.vm {
+            Some(v) if v.vmid == vmid && v.node == *upid.node() => v.power = Some(power),
+            _ => {
+                m.vm = Some(VmMemo {
+                    vmid,
+                    node: upid.node().clone(),
+                    config: None,
+                    power: Some(power),
+                });
+            }
+        });
+    }
     if let TaskFact::Succeeded(op) = fact
         && t.vmid.is_some()
     {

@@ -92,14 +92,39 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
     };
     let tags = r.tags().unwrap_or_default();
     if facts.marker.ownership(&tags, None) == Ownership::Ours {
-        if let Some(s) = r.status.clone().filter(|s| s != "unknown") {
+        // While the machine is deleted, the power state our own shutdown or
+        // stop left (its task ended OK) wins over the listing's, which lags
+        // (docs/proxmox-semantics.md §9): no second shutdown of a VM that
+        // already stopped.
+        let own = facts
+            .deleting
+            .then(|| memo.vm_at(vmid.get()).filter(|v| v.node == node))
+            .flatten()
+            .and_then(|v| v.power);
+        let (power, power_source, status) = match own {
+            Some(p) => (
+                p,
+                PowerSource::Live,
+                match p {
+                    Power::Running => Some("running".to_string()),
+                    Power::Stopped => Some("stopped".to_string()),
+                    Power::Unknown => None,
+                },
+            ),
+            None => (
+                power,
+                PowerSource::Listing,
+                r.status.clone().filter(|s| s != "unknown"),
+            ),
+        };
+        if let Some(s) = status {
             run.status.vm_status = Some(s);
         }
         run.status.proxmox_node = Some(node.as_str().to_string());
         return Observed::Vm(VmFact::Ours(VmView {
             node,
             power,
-            power_source: PowerSource::Listing,
+            power_source,
             lock: r.lock.clone(),
             config: None,
             ha: None,

@@ -29,6 +29,7 @@
 //! never parsed as numbers.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use kube::ResourceExt;
 
@@ -44,8 +45,10 @@ pub const EARLIER_KEPT: usize = 16;
 #[derive(Clone, Debug, Default)]
 pub struct Written {
     /// The object the last successful write returned (its
-    /// `resourceVersion`, spec, finalizers and status).
-    pub object: Option<ProxmoxMachine>,
+    /// `resourceVersion`, spec, finalizers and status). Shared: readers
+    /// that look at many machines (the duplicate-address check) take a
+    /// reference, not a copy.
+    pub object: Option<Arc<ProxmoxMachine>>,
     /// `resourceVersion`s of earlier writes, newest last (at most
     /// [`EARLIER_KEPT`]).
     pub earlier: VecDeque<String>,
@@ -58,10 +61,10 @@ impl Written {
     /// Records `obj`, the answer of a successful write (or of a fresh read,
     /// which is newer than any write before it).
     pub fn record(&mut self, obj: ProxmoxMachine) {
-        if let Some(rv) = self.object.as_ref().and_then(ResourceExt::resource_version) {
+        if let Some(rv) = self.object.as_deref().and_then(ResourceExt::resource_version) {
             if obj.resource_version().as_deref() == Some(rv.as_str()) {
                 // A write that changed nothing keeps the version.
-                self.object = Some(obj);
+                self.object = Some(Arc::new(obj));
                 self.refresh = false;
                 return;
             }
@@ -70,13 +73,13 @@ impl Written {
                 self.earlier.pop_front();
             }
         }
-        self.object = Some(obj);
+        self.object = Some(Arc::new(obj));
         self.refresh = false;
     }
 
     /// The `resourceVersion` of the last write.
     pub fn version(&self) -> Option<String> {
-        self.object.as_ref().and_then(ResourceExt::resource_version)
+        self.object.as_deref().and_then(ResourceExt::resource_version)
     }
 }
 
@@ -116,7 +119,7 @@ pub fn classify(rv: Option<&str>, written: Option<&Written>) -> Freshness {
 /// one of our earlier versions: the remembered object, with the deletion
 /// timestamp of `fetched` when it has one (deletion only ever starts).
 pub fn overlay(fetched: ProxmoxMachine, written: &Written) -> ProxmoxMachine {
-    let Some(mut obj) = written.object.clone() else {
+    let Some(mut obj) = written.object.as_deref().cloned() else {
         return fetched;
     };
     if obj.metadata.deletion_timestamp.is_none() {

@@ -120,6 +120,10 @@ pub struct Memo {
     /// this machine: nothing is uploaded while a machine is deleted, so
     /// later reconciles of the deletion need not list them again.
     pub media_swept: bool,
+    /// When this process first reconciled the machine's deletion: an ISO
+    /// listing sent after it shows every ISO the machine can have
+    /// ([`super::iso_lists`]).
+    pub deleting_since: Option<Instant>,
 }
 
 /// The result of checking an Ignition bootstrap data Secret

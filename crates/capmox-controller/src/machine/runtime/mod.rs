@@ -11,6 +11,7 @@
 //! | [`memo`] | per machine: our last view of the VM, the task in flight, the plan |
 //! | [`resources`] | `/cluster/resources` snapshots shared by every machine of an instance |
 //! | [`node_tasks`] | one task list per node answers every task awaited there |
+//! | [`iso_lists`] | one ISO listing per storage answers the sweeps of machines deleted together |
 //! | [`timing`] | learned task durations, when to poll |
 //! | [`freshness`] | the object our last write returned (never decide from an older one) |
 //! | [`ledger`] | where each machine's time goes (exported, never decided from) |
@@ -21,6 +22,7 @@
 
 pub mod freshness;
 pub mod inflight;
+pub mod iso_lists;
 pub mod ledger;
 pub mod memo;
 pub mod node_tasks;
@@ -39,6 +41,7 @@ use tokio::time::Instant;
 
 use self::freshness::Written;
 use self::inflight::InFlight;
+use self::iso_lists::IsoLists;
 use self::ledger::Ledger;
 use self::memo::Memo;
 use self::node_tasks::NodeTasks;
@@ -148,12 +151,14 @@ pub struct MachineRuntime {
     pub timer: TaskTimer,
     /// Task lists per node, and the tasks awaited there.
     pub node_tasks: NodeTasks,
+    /// ISO listings per storage, for the deletions' sweeps.
+    pub iso_lists: IsoLists,
     /// Where each machine's time goes.
     pub ledger: Ledger,
     /// Wakes of [`MachineRuntime::node_tasks`] and the clone slots, taken by
     /// the controller ([`MachineRuntime::take_wakes`]).
     wakes: Mutex<Option<mpsc::Receiver<ObjectRef<ProxmoxMachine>>>>,
-    memos: Mutex<HashMap<String, Memo>>,
+    memos: Mutex<HashMap<String, Arc<Memo>>>,
     templates: Mutex<HashMap<TemplateKey, (VmConfig, Instant)>>,
     iso_storages: Mutex<HashMap<NodeKey, (StorageView, Instant)>>,
     written: Mutex<HashMap<String, Written>>,
@@ -180,6 +185,7 @@ impl MachineRuntime {
         );
         MachineRuntime {
             node_tasks,
+            iso_lists: IsoLists::default(),
             ledger: Ledger::default(),
             wakes: Mutex::new(Some(wakes)),
             vmids: VmidTable::new(),
@@ -219,20 +225,36 @@ impl MachineRuntime {
             .max(Duration::from_millis(5))
     }
 
-    /// A copy of the machine's memo.
-    pub fn memo(&self, uid: &str) -> Memo {
+    /// The machine's memo as it is now: a shared snapshot, not a copy (a
+    /// later [`MachineRuntime::update_memo`] copies it only while a
+    /// snapshot is still held).
+    pub fn memo(&self, uid: &str) -> Arc<Memo> {
         lock(&self.memos).get(uid).cloned().unwrap_or_default()
     }
 
     /// Changes the machine's memo.
     pub fn update_memo<T>(&self, uid: &str, f: impl FnOnce(&mut Memo) -> T) -> T {
-        f(lock(&self.memos).entry(uid.to_string()).or_default())
+        f(Arc::make_mut(
+            lock(&self.memos).entry(uid.to_string()).or_default(),
+        ))
     }
 
     /// What this process last wrote for the machine (`None`: nothing since
     /// it started).
     pub fn written(&self, uid: &str) -> Option<Written> {
         lock(&self.written).get(uid).cloned()
+    }
+
+    /// The object our last write returned, when `rv` (the version of a
+    /// stored copy of the machine) is one of our earlier versions; `None`
+    /// when the copy is current or unknown. Neither is copied: the
+    /// duplicate-address check asks this for every machine of the store.
+    pub fn newer_written(&self, uid: &str, rv: Option<&str>) -> Option<Arc<ProxmoxMachine>> {
+        let map = lock(&self.written);
+        let w = map.get(uid)?;
+        (freshness::classify(rv, Some(w)) == freshness::Freshness::Stale)
+            .then(|| w.object.clone())
+            .flatten()
     }
 
     /// Records the object a successful write of ours returned.

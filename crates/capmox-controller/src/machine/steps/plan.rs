@@ -107,8 +107,6 @@ pub async fn plan(run: &mut Run<'_>, facts: &Facts) -> Observed {
         }
     };
     // Before the clone: a shape the VM's architecture cannot have is
-    // refused, the field named.
-    // Before the clone: a shape the VM's architecture cannot have is
     // refused, the field named. The shape is taken with this instance's
     // defaults (the instance may have been chosen in this reconcile).
     if let Ok(desired) = vmconfig::desired(

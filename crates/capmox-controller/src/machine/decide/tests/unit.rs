@@ -769,3 +769,24 @@ fn deletion_removes_the_ha_resource_and_waits_for_an_ha_stop() {
     f.apply(Observed::TaskCleared(TaskEnd::Succeeded(Operation::Stop)));
     assert_eq!(decide(&f), Step::Destroy);
 }
+
+#[test]
+fn a_resize_that_ended_ok_keeps_the_view_and_the_vm_is_started_without_a_read() {
+    let mut f = at(VmFact::Ours(view(Some(configured()), Power::Stopped)));
+    f.media_uploaded = true;
+    f.task_recorded = true;
+    f.task = Some(TaskFact::Succeeded(Operation::Resize));
+    assert_eq!(
+        decide(&f),
+        Step::ClearTask(TaskEnd::Succeeded(Operation::Resize))
+    );
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(Operation::Resize)));
+    assert!(
+        matches!(&f.vm, Some(VmFact::Ours(v)) if v.config.is_some()),
+        "the view the resize step left stays"
+    );
+    assert_eq!(decide(&f), Step::Start);
+    // A clone's end is not one of ours to predict: the VM is read again.
+    f.apply(Observed::TaskCleared(TaskEnd::Succeeded(Operation::Clone)));
+    assert_eq!(f.vm, None);
+}

@@ -49,7 +49,7 @@ async fn the_iso_is_deleted_by_its_record_as_a_task() {
     // The record stays until the task's end is seen.
     assert!(kit.stored().await.status.unwrap().bootstrap_media.is_some());
     let memo = kit.ctx.runtime.memo(&run.me.uid);
-    assert_eq!(memo.task.unwrap().volume, Some(media().volid));
+    assert_eq!(memo.task.clone().unwrap().volume, Some(media().volid));
     assert!(matches!(
         run.events[0].1,
         Reason::CleaningUpBootstrapData(_)
