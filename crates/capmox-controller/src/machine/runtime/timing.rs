@@ -340,4 +340,16 @@ mod tests {
         assert_eq!(Operation::from_worker("hastop"), Some(Operation::Shutdown));
         assert_eq!(Operation::from_worker("vzdump"), None);
     }
+
+    #[test]
+    fn only_our_own_power_tasks_settle_the_power_state() {
+        use crate::machine::decide::Power;
+        assert_eq!(Operation::power_after("qmstart"), Some(Power::Running));
+        assert_eq!(Operation::power_after("qmshutdown"), Some(Power::Stopped));
+        assert_eq!(Operation::power_after("qmstop"), Some(Power::Stopped));
+        // An HA request ends before the HA manager acts.
+        assert_eq!(Operation::power_after("hastart"), None);
+        assert_eq!(Operation::power_after("hastop"), None);
+        assert_eq!(Operation::power_after("qmclone"), None);
+    }
 }
