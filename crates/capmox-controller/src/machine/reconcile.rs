@@ -181,7 +181,8 @@ async fn run_machine(
     let mut facts = observe::kube::facts(&mut run).await?;
     if facts.deleting {
         ctx.runtime.update_memo(&run.me.uid, |m| {
-            m.deleting_since.get_or_insert_with(tokio::time::Instant::now);
+            m.deleting_since
+                .get_or_insert_with(tokio::time::Instant::now);
         });
     }
     let mut scheduler = Duration::ZERO;

@@ -335,7 +335,10 @@ pub fn placements(env: &Env) -> BTreeMap<String, BTreeMap<String, u32>> {
 }
 
 /// Where the VMs whose name `keep` accepts are: datacenter → node → VMs.
-pub fn placements_of(env: &Env, keep: impl Fn(&str) -> bool) -> BTreeMap<String, BTreeMap<String, u32>> {
+pub fn placements_of(
+    env: &Env,
+    keep: impl Fn(&str) -> bool,
+) -> BTreeMap<String, BTreeMap<String, u32>> {
     env.pve
         .clusters()
         .iter()

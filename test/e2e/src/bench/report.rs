@@ -324,13 +324,22 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
         worst(&|o| {
             (o.up.reached == o.up.machines).then(|| o.up.per_machine(o.up.controller_calls()))
         })
-        .map(|(c, n)| (format!("{c:.1} ({n})"), Some(c <= targets::CALLS_PER_PROVISIONED))),
+        .map(|(c, n)| {
+            (
+                format!("{c:.1} ({n})"),
+                Some(c <= targets::CALLS_PER_PROVISIONED),
+            )
+        }),
         format!("≤ {}", targets::CALLS_PER_PROVISIONED),
     );
     row(
         "Proxmox API calls per deleted machine (worst scenario)",
-        worst(&|o| o.down.as_ref().map(|d| d.per_machine(d.controller_calls())))
-            .map(|(c, n)| (format!("{c:.1} ({n})"), Some(c <= targets::CALLS_PER_DELETED))),
+        worst(&|o| o.down.as_ref().map(|d| d.per_machine(d.controller_calls()))).map(|(c, n)| {
+            (
+                format!("{c:.1} ({n})"),
+                Some(c <= targets::CALLS_PER_DELETED),
+            )
+        }),
         format!("≤ {} in every scenario", targets::CALLS_PER_DELETED),
     );
     row(
@@ -339,7 +348,12 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
             .filter(|o| o.up.machines >= 1000)
             .map(|o| mib(o.controller.peak_rss_kib))
             .max_by(f64::total_cmp)
-            .map(|m| (format!("{m:.1} MiB"), Some(m <= targets::PEAK_RSS_MIB_AT_1000))),
+            .map(|m| {
+                (
+                    format!("{m:.1} MiB"),
+                    Some(m <= targets::PEAK_RSS_MIB_AT_1000),
+                )
+            }),
         format!("≤ {:.0} MiB", targets::PEAK_RSS_MIB_AT_1000),
     );
     row(
@@ -351,16 +365,16 @@ pub fn goals(info: &RunInfo, results: &[ScenarioResult]) -> String {
         format!("≤ {:.0} MiB", targets::IDLE_RSS_MIB),
     );
     let (cpu, reconciles) = done.iter().fold((0.0, 0.0), |(c, r), o| {
-        (
-            c + o.phases_cpu().as_secs_f64(),
-            r + o.phases_reconciles(),
-        )
+        (c + o.phases_cpu().as_secs_f64(), r + o.phases_reconciles())
     });
     row(
         "controller CPU per machine reconcile (mean, every measured phase)",
         (reconciles > 0.0).then(|| {
             let ms = 1000.0 * cpu / reconciles;
-            (format!("{ms:.2} ms"), Some(ms <= targets::CPU_MS_PER_RECONCILE))
+            (
+                format!("{ms:.2} ms"),
+                Some(ms <= targets::CPU_MS_PER_RECONCILE),
+            )
         }),
         format!("≤ {} ms", targets::CPU_MS_PER_RECONCILE),
     );

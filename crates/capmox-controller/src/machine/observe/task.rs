@@ -154,11 +154,9 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
     let Some(t) = memo.task.as_ref().filter(|t| t.upid == upid.as_str()) else {
         return;
     };
-    if let (TaskFact::Succeeded(_), Some(vmid), Some(power)) = (
-        fact,
-        t.vmid,
-        Operation::power_after(upid.worker_type()),
-    ) {
+    if let (TaskFact::Succeeded(_), Some(vmid), Some(power)) =
+        (fact, t.vmid, Operation::power_after(upid.worker_type()))
+    {
         // Our own start, shutdown or stop ended OK: the VM's power state is
         // known now, while the listing's lags (docs/proxmox-semantics.md §9).
         rt.update_memo(&run.me.uid, |m| match &mut m.vm {

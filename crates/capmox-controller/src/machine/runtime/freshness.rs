@@ -61,7 +61,11 @@ impl Written {
     /// Records `obj`, the answer of a successful write (or of a fresh read,
     /// which is newer than any write before it).
     pub fn record(&mut self, obj: ProxmoxMachine) {
-        if let Some(rv) = self.object.as_deref().and_then(ResourceExt::resource_version) {
+        if let Some(rv) = self
+            .object
+            .as_deref()
+            .and_then(ResourceExt::resource_version)
+        {
             if obj.resource_version().as_deref() == Some(rv.as_str()) {
                 // A write that changed nothing keeps the version.
                 self.object = Some(Arc::new(obj));
@@ -79,7 +83,9 @@ impl Written {
 
     /// The `resourceVersion` of the last write.
     pub fn version(&self) -> Option<String> {
-        self.object.as_deref().and_then(ResourceExt::resource_version)
+        self.object
+            .as_deref()
+            .and_then(ResourceExt::resource_version)
     }
 }
 

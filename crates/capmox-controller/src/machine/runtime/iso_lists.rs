@@ -56,9 +56,7 @@ impl IsoLists {
     fn cached(&self, key: &Key, not_before: Instant) -> Option<Arc<IsoList>> {
         let mut map = self.lists.lock().unwrap_or_else(PoisonError::into_inner);
         map.retain(|_, l| l.fetched.elapsed() <= KEEP);
-        map.get(key)
-            .filter(|l| l.fetched >= not_before)
-            .cloned()
+        map.get(key).filter(|l| l.fetched >= not_before).cloned()
     }
 
     /// The ISO volumes of `storage` on `node`, from a listing sent at or
@@ -131,8 +129,14 @@ mod tests {
         let (id, node, st) = names();
         let first_deletion = Instant::now();
         let second_deletion = Instant::now();
-        let a = lists.get(&id, &pve, &node, &st, first_deletion).await.unwrap();
-        let b = lists.get(&id, &pve, &node, &st, second_deletion).await.unwrap();
+        let a = lists
+            .get(&id, &pve, &node, &st, first_deletion)
+            .await
+            .unwrap();
+        let b = lists
+            .get(&id, &pve, &node, &st, second_deletion)
+            .await
+            .unwrap();
         assert_eq!(a.volids, ["cephfs:iso/capmox-131-uid-1.iso"]);
         assert!(Arc::ptr_eq(&a, &b), "one listing for both");
         assert_eq!(pve.calls(), ["storage_content"]);
