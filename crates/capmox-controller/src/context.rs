@@ -1,5 +1,5 @@
 //! What every controller shares: the Kubernetes client, the Proxmox client
-//! map, metrics, the event recorder, the options (timeouts, requeue periods,
+//! map, metrics, the event series, the options (timeouts, requeue periods,
 //! concurrency, scope, time scale) and the shutdown signal.
 //!
 //! Time: every controller-side duration is given unscaled in
@@ -15,7 +15,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::watcher;
 use kube::{Api, Resource};
 use serde::de::DeserializeOwned;
@@ -137,8 +137,9 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Who reports events (`capmox-controller`, instance = holder identity).
     pub reporter: Reporter,
-    /// The event recorder (shares its series cache between reconciles).
-    pub recorder: Recorder,
+    /// The live event series, shared between reconciles
+    /// ([`crate::events::series`]).
+    pub series: crate::events::series::SeriesCache,
     /// Options.
     pub options: ControllerOptions,
     shutdown: tokio::sync::watch::Receiver<bool>,
@@ -189,14 +190,13 @@ impl Shared {
         clients: ClientMap,
     ) -> (Shared, ShutdownHandle) {
         let (tx, rx) = tokio::sync::watch::channel(false);
-        let recorder = Recorder::new(kube.clone(), reporter.clone());
         (
             Shared {
                 kube,
                 clients,
                 metrics,
                 reporter,
-                recorder,
+                series: Default::default(),
                 options,
                 shutdown: rx,
             },

@@ -48,9 +48,9 @@ const ENDPOINT_SUFFIX: &str = "control-plane-endpoint";
 const HASH_DIGITS: usize = 12;
 /// Longest Kubernetes UID kept as is in an ISO file name (a UUID has 36).
 const UID_MAX: usize = 64;
-/// What kube-runtime's event recorder appends to the object's name:
-/// `.` and the event time in hex nanoseconds (16 digits until the year 2554).
-const RECORDER_SUFFIX: usize = 17;
+/// What an event's name appends to the object's name: `.` and the event
+/// time in hex nanoseconds (16 digits until the year 2554).
+const EVENT_SUFFIX: usize = 17;
 
 /// FNV-1a, 64 bits: stable across builds and platforms.
 fn fnv1a(s: &str) -> u64 {
@@ -172,11 +172,11 @@ pub fn endpoint_pool_name(cluster: &str) -> String {
     endpoint_claim_name(cluster)
 }
 
-/// Whether kube-runtime's event recorder can name an event about the object
-/// `object_name` (it uses `<name>.<hex nanoseconds>`, which must stay a
-/// 253-character object name).
-pub fn recorder_can_name(object_name: &str) -> bool {
-    object_name.len() + RECORDER_SUFFIX <= OBJECT_NAME_MAX
+/// Whether an event about the object `object_name` can be named
+/// `<name>.<hex nanoseconds>` as it is (the whole must stay a 253-character
+/// object name); [`event_name`] shortens the name otherwise.
+pub fn plain_event_name_fits(object_name: &str) -> bool {
+    object_name.len() + EVENT_SUFFIX <= OBJECT_NAME_MAX
 }
 
 /// Name of an event about `object_name` at `nanos` (nanoseconds since the

@@ -234,7 +234,7 @@ proptest! {
         prop_assert_eq!(object_name_ok("events.k8s.io", "Event", &e), Ok(()));
         let suffix = format!(".{nanos:x}");
         prop_assert!(e.ends_with(&suffix));
-        if recorder_can_name(&m) {
+        if plain_event_name_fits(&m) {
             prop_assert_eq!(e, format!("{m}.{nanos:x}"));
         }
     }
@@ -343,6 +343,6 @@ fn shortening_by_example() {
     assert_eq!(cut.len(), 253);
     assert!(cut.starts_with(&format!("{}-", "m".repeat(240))));
     assert_eq!(event_name("w1", 0x18b), "w1.18b");
-    assert!(recorder_can_name(&"e".repeat(236)));
-    assert!(!recorder_can_name(&"e".repeat(237)));
+    assert!(plain_event_name_fits(&"e".repeat(236)));
+    assert!(!plain_event_name_fits(&"e".repeat(237)));
 }

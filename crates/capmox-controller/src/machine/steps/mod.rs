@@ -140,4 +140,4 @@ pub fn pve_failed(run: &Run<'_>, step: StepKind, e: &PveError, reason: Reason) -
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

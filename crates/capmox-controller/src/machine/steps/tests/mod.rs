@@ -3,7 +3,7 @@
 //! (kube-sim), and the test checks what it did there and what it reported.
 //! One file per step, beside [`kit`], which builds the world.
 
-mod kit;
+pub(crate) mod kit;
 
 mod adopt;
 mod destroy;

@@ -2,8 +2,9 @@
 //! cares about: Normal for progress, Warning for failures. The reason and
 //! the note come from a [`Reason`] (its code and message).
 //!
-//! Series: the event recorder folds repeated events of one object with the
-//! same reason into one series (the note of the first one stays). Events
+//! Series: a repeated event of one object with the same type, reason and
+//! action within 6 minutes becomes a series on the first one (the note of
+//! the first one stays; [`series`]). Events
 //! about one instance of a ProxmoxCluster therefore name the instance in
 //! the `regarding` reference's `fieldPath` (`spec.settings.instances{dc-a}`,
 //! the way events about one container of a Pod name it), so each
@@ -14,22 +15,24 @@
 //! server's limit is 1 kB). Callers never pass secret values; errors of this
 //! crate and of `pve-client` carry none.
 //!
-//! kube-runtime's recorder names an event `<object name>.<hex nanoseconds>`,
-//! which is no valid object name for objects named with more than 236
-//! characters; events about those are written directly under
-//! [`crate::names::event_name`] (without the recorder's series counting).
+//! An event is named `<object name>.<hex nanoseconds>`, the object name
+//! shortened so that the whole stays a valid object name
+//! ([`crate::names::event_name`]).
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as EventObject;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
-use kube::api::PostParams;
+use kube::api::{Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
 
+use self::series::{Occurrence, SeriesKey};
 use crate::context::Shared;
 use crate::names;
 use crate::reasons::Reason;
+
+pub mod series;
 
 /// Longest note written (bytes); longer ones end in `…`.
 pub const MAX_NOTE: usize = 1000;
@@ -88,18 +91,40 @@ pub async fn publish_note(
         action: action.to_string(),
         secondary: None,
     };
-    let result = match obj.name.as_deref() {
-        Some(name) if !names::recorder_can_name(name) => {
-            let ns = obj.namespace.as_deref().unwrap_or("default");
-            Api::<EventObject>::namespaced(shared.kube.clone(), ns)
-                .create(
-                    &PostParams::default(),
-                    &event_object(&shared.reporter, &ev, obj, Timestamp::now()),
-                )
+    let type_ = match kind {
+        EventKind::Normal => "Normal",
+        EventKind::Warning => "Warning",
+    };
+    let key = SeriesKey::new(obj, type_, reason.code(), action);
+    let now = Timestamp::now();
+    let ns = obj.namespace.as_deref().unwrap_or("default");
+    let api = Api::<EventObject>::namespaced(shared.kube.clone(), ns);
+    let create = || async {
+        let event = event_object(&shared.reporter, &ev, obj, now);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        api.create(&PostParams::default(), &event).await?;
+        shared.series.created(key.clone(), name, now);
+        Ok::<(), kube::Error>(())
+    };
+    let result = match shared.series.occur(&key, now) {
+        Occurrence::New => create().await,
+        Occurrence::Repeat { name, count } => {
+            let patch = serde_json::json!({
+                "series": { "count": count, "lastObservedTime": MicroTime(now) }
+            });
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                 .await
-                .map(|_| ())
+            {
+                // The first event is gone (the API server's event TTL):
+                // the series starts again.
+                Err(kube::Error::Api(e)) if e.code == 404 => {
+                    shared.series.forget(&key);
+                    create().await
+                }
+                r => r.map(|_| ()),
+            }
         }
-        _ => shared.recorder.publish(&ev, obj).await,
     };
     if let Err(e) = result {
         tracing::debug!(error = %e, reason = reason.code(), "could not publish event");
@@ -115,7 +140,7 @@ pub fn about_instance(cluster: &ObjectReference, instance: &str) -> ObjectRefere
     }
 }
 
-/// The `events.k8s.io/v1` Event kube-runtime's recorder would write about
+/// The `events.k8s.io/v1` Event written about
 /// `obj` at `now`, named by [`names::event_name`].
 fn event_object(
     reporter: &Reporter,
@@ -218,5 +243,81 @@ mod tests {
         assert!(cut.len() <= MAX_NOTE, "{}", cut.len());
         assert!(cut.ends_with('…'));
         assert!(cut.starts_with("üü"));
+    }
+}
+
+#[cfg(test)]
+mod publish_tests {
+    use k8s_openapi::api::events::v1::Event as EventObject;
+    use kube::api::{DeleteParams, ListParams};
+
+    use super::*;
+    use crate::machine::steps::tests::kit::{Kit, NS};
+
+    fn about(name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("infrastructure.cluster.x-k8s.io/v1alpha3".into()),
+            kind: Some("ProxmoxMachine".into()),
+            namespace: Some(NS.into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            ..Default::default()
+        }
+    }
+
+    async fn events(kit: &Kit) -> Vec<EventObject> {
+        Api::<EventObject>::namespaced(kit.ctx.shared.kube.clone(), NS)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+    }
+
+    #[tokio::test]
+    async fn a_repeat_is_a_series_on_the_first_event_and_a_deleted_one_starts_again() {
+        let kit = Kit::new().await;
+        let shared = &kit.ctx.shared;
+        let r = Reason::Cloning("cloning VM 131".into());
+        publish(shared, &about("m1"), EventKind::Normal, &r, "Reconcile").await;
+        publish_note(
+            shared,
+            &about("m1"),
+            EventKind::Normal,
+            &r,
+            "Reconcile",
+            "other note",
+        )
+        .await;
+        let all = events(&kit).await;
+        assert_eq!(all.len(), 1, "one Event object for the repeat");
+        assert_eq!(all[0].series.as_ref().map(|s| s.count), Some(2));
+        assert_eq!(
+            all[0].note.as_deref(),
+            Some("cloning VM 131"),
+            "the first note stays"
+        );
+        // Another object, or another type, is an event of its own.
+        publish(shared, &about("m2"), EventKind::Normal, &r, "Reconcile").await;
+        publish(shared, &about("m1"), EventKind::Warning, &r, "Reconcile").await;
+        assert_eq!(events(&kit).await.len(), 3);
+        // The first event is gone (the API server's event TTL): a repeat
+        // creates a new one.
+        let name = all[0].metadata.name.clone().unwrap();
+        Api::<EventObject>::namespaced(shared.kube.clone(), NS)
+            .delete(&name, &DeleteParams::default())
+            .await
+            .unwrap();
+        publish(shared, &about("m1"), EventKind::Normal, &r, "Reconcile").await;
+        let again: Vec<EventObject> = events(&kit)
+            .await
+            .into_iter()
+            .filter(|e| {
+                e.type_.as_deref() == Some("Normal")
+                    && e.regarding.as_ref().and_then(|o| o.name.as_deref()) == Some("m1")
+            })
+            .collect();
+        assert_eq!(again.len(), 1);
+        assert_eq!(again[0].series, None);
+        assert_eq!(shared.series.len(), 3);
     }
 }
