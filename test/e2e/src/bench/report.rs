@@ -488,7 +488,8 @@ fn phase_details(title: &str, p: &Phase, scale: f64, cores: usize) -> String {
         p.machine_reconciles(),
         p.per_machine(p.machine_reconciles()),
         p.all_reconciles() - p.machine_reconciles(),
-        p.controller.reconcile_errors.values().sum::<f64>(),
+        // `abs`: an empty sum of f64 is -0.0, which prints as "-0".
+        p.controller.reconcile_errors.values().sum::<f64>().abs(),
         p.controller_cpu.as_secs_f64(),
         1000.0 * p.controller_cpu.as_secs_f64() / p.all_reconciles().max(1.0),
         p.bench_cpu.as_secs_f64(),
@@ -638,7 +639,7 @@ pub fn generated(info: &RunInfo, results: &[ScenarioResult]) -> String {
     let _ = writeln!(t, "{BEGIN}");
     let _ = writeln!(
         t,
-        "Run {} on {} cores{}, {:.1} GiB memory; commit `{}`{}; time scale {} (a 60 s clone takes {:.1} s real); controller arguments beyond the e2e defaults: {}; {:.0} s in all.\n",
+        "Run ended {} on {} cores{}, {:.1} GiB memory; commit `{}`{}; time scale {} (a 60 s clone takes {:.1} s real); controller arguments beyond the e2e defaults: {}; {:.0} s in all.\n",
         info.date,
         info.cores,
         info.cpu_model
