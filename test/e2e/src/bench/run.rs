@@ -171,6 +171,18 @@ impl Phase {
         self.controller.pve_requests.values().sum()
     }
 
+    /// The phase with what the watch saw of the machines created since
+    /// `t0`: when the first appeared, and each one's time from creation to
+    /// provisioned (sorted).
+    fn with_creations(mut self, tracker: &Tracker, t0: Instant) -> Phase {
+        self.first_machine = tracker
+            .first_seen_after(t0)
+            .map(|t| t.saturating_duration_since(t0));
+        self.per_machine = tracker.provision_times_since(t0);
+        self.per_machine.sort();
+        self
+    }
+
     /// `x / machines` (0 without machines).
     pub fn per_machine(&self, x: f64) -> f64 {
         if self.machines == 0 {
@@ -575,12 +587,7 @@ async fn measure(
     say("scale-up measured");
     let placements = fleet::placements(env);
     let lower_bound = if up.reached == up.machines {
-        let requests = fleet::lower_bound_requests(env, &placements);
-        Some(
-            env.pve
-                .lower_bound(&requests)
-                .map_err(|e| E2eError::Sim(e.to_string()))?,
-        )
+        Some(lower_bound_of(env, &placements)?)
     } else {
         None
     };
@@ -773,17 +780,20 @@ async fn phase(
     } else {
         PhaseKind::ScaleDown
     };
-    let mut p = mark
+    let p = mark
         .finish(env, probe, kind, machines, reached, wall)
         .await?;
-    if up {
-        p.first_machine = tracker
-            .first_seen_after(t0)
-            .map(|t| t.saturating_duration_since(t0));
-        p.per_machine = tracker.provision_times();
-        p.per_machine.sort();
-    }
-    Ok(p)
+    Ok(if up { p.with_creations(tracker, t0) } else { p })
+}
+
+/// pve-sim's lower bound for the VMs as placed.
+fn lower_bound_of(
+    env: &Env,
+    placements: &BTreeMap<String, BTreeMap<String, u32>>,
+) -> Result<LowerBound> {
+    env.pve
+        .lower_bound(&fleet::lower_bound_requests(env, placements))
+        .map_err(|e| E2eError::Sim(e.to_string()))
 }
 
 /// A phase that ran out of time, with what the watch saw and the
@@ -865,12 +875,9 @@ async fn replace(
         .filter(|n| !live.contains(n))
         .collect();
     let placed = fleet::placements_of(env, |n| created.contains(n));
-    let bound = env
-        .pve
-        .lower_bound(&fleet::lower_bound_requests(env, &placed))
-        .map_err(|e| E2eError::Sim(e.to_string()))?;
+    let bound = lower_bound_of(env, &placed)?;
     let wall = end.saturating_duration_since(t0);
-    let mut p = mark
+    let p = mark
         .finish(
             env,
             probe,
@@ -880,12 +887,7 @@ async fn replace(
             wall,
         )
         .await?;
-    p.first_machine = tracker
-        .first_seen_after(t0)
-        .map(|t| t.saturating_duration_since(t0));
-    p.per_machine = tracker.provision_times_since(t0);
-    p.per_machine.sort();
-    Ok((p, Some(bound)))
+    Ok((p.with_creations(tracker, t0), Some(bound)))
 }
 
 /// Waits until no task runs in any simulated datacenter and no ISO is left

@@ -185,17 +185,6 @@ impl Tracker {
         })
     }
 
-    /// Per provisioned live worker: from its creation to provisioned.
-    pub fn provision_times(&self) -> Vec<std::time::Duration> {
-        self.with(|s| {
-            s.lives
-                .values()
-                .filter(|l| l.gone.is_none())
-                .filter_map(|l| l.provisioned.map(|p| p.saturating_duration_since(l.seen)))
-                .collect()
-        })
-    }
-
     /// The names of the live workers, sorted.
     pub fn live_names(&self) -> Vec<String> {
         self.with(|s| {
