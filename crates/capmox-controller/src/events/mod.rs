@@ -25,7 +25,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::runtime::events::{Event, EventType, Reporter};
+use kube::runtime::events::Reporter;
 
 use self::series::{Occurrence, SeriesKey};
 use crate::context::Shared;
@@ -44,6 +44,16 @@ pub enum EventKind {
     Normal,
     /// Something is wrong and needs attention.
     Warning,
+}
+
+impl EventKind {
+    /// The Event's `type`: `Normal` or `Warning`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Normal => "Normal",
+            EventKind::Warning => "Warning",
+        }
+    }
 }
 
 /// Cuts `note` to at most [`MAX_NOTE`] bytes at a character boundary.
@@ -81,26 +91,21 @@ pub async fn publish_note(
     action: &str,
     note: &str,
 ) {
-    let ev = Event {
-        type_: match kind {
-            EventKind::Normal => EventType::Normal,
-            EventKind::Warning => EventType::Warning,
-        },
-        reason: reason.code().to_string(),
-        note: Some(truncate_note(note)),
-        action: action.to_string(),
-        secondary: None,
-    };
-    let type_ = match kind {
-        EventKind::Normal => "Normal",
-        EventKind::Warning => "Warning",
-    };
-    let key = SeriesKey::new(obj, type_, reason.code(), action);
+    let note = truncate_note(note);
+    let key = SeriesKey::new(obj, kind.as_str(), reason.code(), action);
     let now = Timestamp::now();
     let ns = obj.namespace.as_deref().unwrap_or("default");
     let api = Api::<EventObject>::namespaced(shared.kube.clone(), ns);
     let create = || async {
-        let event = event_object(&shared.reporter, &ev, obj, now);
+        let event = event_object(
+            &shared.reporter,
+            kind,
+            reason.code(),
+            &note,
+            action,
+            obj,
+            now,
+        );
         let name = event.metadata.name.clone().unwrap_or_default();
         api.create(&PostParams::default(), &event).await?;
         shared.series.created(key.clone(), name, now);
@@ -140,21 +145,24 @@ pub fn about_instance(cluster: &ObjectReference, instance: &str) -> ObjectRefere
     }
 }
 
-/// The `events.k8s.io/v1` Event written about
-/// `obj` at `now`, named by [`names::event_name`].
+/// The `events.k8s.io/v1` Event about `obj` at `now`, named by
+/// [`names::event_name`].
 fn event_object(
     reporter: &Reporter,
-    ev: &Event,
+    kind: EventKind,
+    reason: &str,
+    note: &str,
+    action: &str,
     obj: &ObjectReference,
     now: Timestamp,
 ) -> EventObject {
     let nanos = u64::try_from(now.as_nanosecond()).unwrap_or_default();
     EventObject {
-        action: Some(ev.action.clone()),
-        reason: Some(ev.reason.clone()),
+        action: Some(action.to_string()),
+        reason: Some(reason.to_string()),
         event_time: Some(MicroTime(now)),
         regarding: Some(obj.clone()),
-        note: ev.note.clone(),
+        note: Some(note.to_string()),
         metadata: ObjectMeta {
             namespace: obj.namespace.clone(),
             name: Some(names::event_name(
@@ -170,14 +178,7 @@ fn event_object(
                 .clone()
                 .unwrap_or_else(|| reporter.controller.clone()),
         ),
-        type_: Some(
-            match ev.type_ {
-                EventType::Normal => "Normal",
-                EventType::Warning => "Warning",
-            }
-            .to_string(),
-        ),
-        related: ev.secondary.clone(),
+        type_: Some(kind.as_str().to_string()),
         ..EventObject::default()
     }
 }
@@ -217,15 +218,16 @@ mod tests {
             controller: "capmox".into(),
             instance: Some("pod-1".into()),
         };
-        let ev = Event {
-            type_: EventType::Warning,
-            reason: "CloneFailed".into(),
-            note: Some("n".into()),
-            action: "Provision".into(),
-            secondary: None,
-        };
         let now = Timestamp::from_nanosecond(1_780_000_000_123_456_789).unwrap();
-        let e = event_object(&reporter, &ev, &obj, now);
+        let e = event_object(
+            &reporter,
+            EventKind::Warning,
+            "CloneFailed",
+            "n",
+            "Provision",
+            &obj,
+            now,
+        );
         let got = e.metadata.name.unwrap();
         assert_eq!(got.len(), 253);
         assert!(got.ends_with(".18b3d491bb8dcd15"), "{got}");
@@ -244,14 +246,9 @@ mod tests {
         assert!(cut.ends_with('…'));
         assert!(cut.starts_with("üü"));
     }
-}
 
-#[cfg(test)]
-mod publish_tests {
-    use k8s_openapi::api::events::v1::Event as EventObject;
     use kube::api::{DeleteParams, ListParams};
 
-    use super::*;
     use crate::machine::steps::tests::kit::{Kit, NS};
 
     fn about(name: &str) -> ObjectReference {

@@ -117,6 +117,18 @@ pub enum Power {
     Unknown,
 }
 
+impl Power {
+    /// The VM status this state is written as (`status.vmStatus`:
+    /// `running`, `stopped`); `None` when unknown.
+    pub fn as_status(self) -> Option<&'static str> {
+        match self {
+            Power::Running => Some("running"),
+            Power::Stopped => Some("stopped"),
+            Power::Unknown => None,
+        }
+    }
+}
+
 /// Where a [`Power`] came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PowerSource {

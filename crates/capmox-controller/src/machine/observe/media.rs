@@ -39,11 +39,10 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
     }
     // A listing sent after the deletion began shows every ISO this machine
     // can have (nothing is uploaded while it is deleted): listings are
-    // shared by the machines deleted together. Outside a deletion the
-    // listing must be new.
+    // shared by the machines deleted together. (The sweep runs only in a
+    // deletion, whose first reconcile sets `deleting_since`.)
     let since = memo
         .deleting_since
-        .filter(|_| facts.deleting)
         .unwrap_or_else(tokio::time::Instant::now);
     let Ok(inst) = run.instance().cloned() else {
         return unreachable("no client".into());

@@ -18,11 +18,11 @@ use crate::clients::Instance;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Operation, TaskFact};
-use crate::machine::runtime::memo::{Memo, TaskMemo, VmMemo};
+use crate::machine::runtime::memo::{Memo, TaskMemo};
 use crate::machine::runtime::node_tasks::Answer;
 use crate::machine::runtime::slots::TemplateKey;
 use crate::machine::runtime::timing::observation;
-use crate::pve::{PveError, TaskOutcome, Upid, WaitOptions};
+use crate::pve::{PveError, TaskOutcome, Upid, VmId, WaitOptions};
 use crate::reasons::Reason;
 
 /// Polls past a task's expected end after which its status is read
@@ -154,22 +154,18 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
     let Some(t) = memo.task.as_ref().filter(|t| t.upid == upid.as_str()) else {
         return;
     };
-    if let (TaskFact::Succeeded(_), Some(vmid), Some(power)) =
-        (fact, t.vmid, Operation::power_after(upid.worker_type()))
-    {
+    if let (TaskFact::Succeeded(_), Some(vmid), Some(power)) = (
+        fact,
+        t.vmid.and_then(|v| VmId::new(v).ok()),
+        Operation::power_after(upid.worker_type()),
+    ) {
         // Our own start, shutdown or stop ended OK: the VM's power state is
         // known now, while the listing's lags (docs/proxmox-semantics.md §9).
-        rt.update_memo(&run.me.uid, |m| match &mut m.vm {
-            Some(v) if v.vmid == vmid && v.node == *upid.node() => v.power = Some(power),
-            _ => {
-                m.vm = Some(VmMemo {
-                    vmid,
-                    node: upid.node().clone(),
-                    config: None,
-                    power: Some(power),
-                });
-            }
-        });
+        let config = memo
+            .vm_at(vmid.get())
+            .filter(|v| v.node == *upid.node())
+            .and_then(|v| v.config.clone());
+        super::vm::remember(run, vmid, upid.node(), config, Some(power));
     }
     if let TaskFact::Succeeded(op) = fact
         && t.vmid.is_some()

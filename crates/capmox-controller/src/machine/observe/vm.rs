@@ -102,15 +102,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             .flatten()
             .and_then(|v| v.power);
         let (power, power_source, status) = match own {
-            Some(p) => (
-                p,
-                PowerSource::Live,
-                match p {
-                    Power::Running => Some("running".to_string()),
-                    Power::Stopped => Some("stopped".to_string()),
-                    Power::Unknown => None,
-                },
-            ),
+            Some(p) => (p, PowerSource::Live, p.as_status().map(str::to_string)),
             None => (
                 power,
                 PowerSource::Listing,
@@ -178,7 +170,7 @@ pub async fn power(run: &mut Run<'_>, facts: &Facts) -> Observed {
             } else {
                 Power::Stopped
             };
-            run.status.vm_status = Some(if s.is_running() { "running" } else { "stopped" }.into());
+            run.status.vm_status = p.as_status().map(str::to_string);
             remember(run, vmid, &view.node, view.config.clone(), Some(p));
             Observed::All(vec![Observed::Power(p), Observed::HaManaged(s.ha_state())])
         }
