@@ -31,7 +31,19 @@ demo: ## the main job: 3 simulated Proxmox datacenters + in-memory management cl
 	$(RELEASE_BINS) --bin demo
 	$(TARGET_DIR)/release/demo $(DEMO_ARGS)
 
-test: fmt-check clippy nextest ## what CI runs first: formatting, lints, every test of the repository
+# The lints run inside the test build: clippy-driver (the compiler `cargo
+# clippy` runs) builds our crates with clippy's lints and `-D warnings`
+# (CLIPPY_ARGS, read by clippy-driver as `cargo clippy` passes it), so
+# `make test` compiles the workspace once instead of once to lint it and once
+# to test it. Dependencies are built by rustc as before (cargo applies
+# RUSTC_WORKSPACE_WRAPPER to workspace members only). clippy-driver leaves
+# MIR unoptimised, which only debug builds can afford, so the release and
+# benchmark builds (`demo`, `bench`, `image`) never use it. Every target that
+# builds the test profile sets it, so they share one build.
+CLIPPY_DRIVER := $(shell rustc --print sysroot 2>/dev/null)/bin/clippy-driver
+LINTED := RUSTC_WORKSPACE_WRAPPER=$(CLIPPY_DRIVER) CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__
+
+test: fmt-check nextest ## what CI runs first: formatting, lints (in the build), every test of the repository
 	@echo "make test: all checks passed"
 
 # The conformance suite: the `conformance` test binary of each crate that has
@@ -42,7 +54,7 @@ test: fmt-check clippy nextest ## what CI runs first: formatting, lints, every t
 CONFORMANCE_DATA := $(abspath $(CURDIR)/../shared)
 conformance: tools ## what CI runs second: the conformance suite, checks against the reference data in ../shared
 	@test -d "$(CONFORMANCE_DATA)" || { echo "make conformance: the reference data $(CONFORMANCE_DATA) is missing (the official Proxmox API schema, the real CAPI CRDs and the Go provider's, kept beside the repository; make test does not need them)" >&2; exit 1; }
-	$(CARGO) nextest run --workspace --locked --no-fail-fast --test conformance
+	$(LINTED) $(CARGO) nextest run --workspace --locked --no-fail-fast --test conformance
 
 fmt: ## format the workspace
 	$(CARGO) fmt --all
@@ -50,14 +62,19 @@ fmt: ## format the workspace
 fmt-check:
 	$(CARGO) fmt --all -- --check
 
-# --all-targets leaves out test targets marked `test = false` (the
-# conformance binaries); `--test conformance` adds those to the same run
-# (one resolution and one pass over the workspace instead of two).
+# The lints alone, without building (`make test` lints in its build). --all-targets
+# leaves out test targets marked `test = false` (the conformance binaries);
+# `--test conformance` adds those to the same run.
 clippy:
 	$(CARGO) clippy --workspace --all-targets --test conformance --locked -- -D warnings
 
+# Every target `cargo clippy --all-targets` lints is built here: the test
+# binaries, and the libraries and binaries they need; the conformance
+# binaries (`test = false`, run by `make conformance`) are built first so
+# that they are linted too.
 nextest: tools
-	$(CARGO) nextest run --workspace --locked --no-fail-fast
+	$(LINTED) $(CARGO) build --workspace --locked --test conformance
+	$(LINTED) $(CARGO) nextest run --workspace --locked --no-fail-fast
 
 generate: ## regenerate the CRDs in config/crd/bases (committed; a test fails when stale)
 	rm -f config/crd/bases/*.yaml
@@ -75,8 +92,10 @@ image: tools ## OCI image archive out/image/capmox-controller-$(VERSION).oci.tar
 	$(CARGO) build --release --locked -p capmox-controller --bin capmox-controller
 	BINARY=$(TARGET_DIR)/release/capmox-controller VERSION=$(VERSION) OUT=out/image ./scripts/image.sh
 
-e2e: ## the end-to-end suite only (kube-sim + pve-sim); built with the controller package, as make test builds it, so nothing is rebuilt
-	$(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked -E 'package(capmox-e2e)'
+# `--workspace` as in `make test`: selecting packages with -p would resolve
+# the dependencies' features differently and rebuild them.
+e2e: ## the end-to-end suite only (kube-sim + pve-sim); the same build as make test, so nothing is rebuilt
+	$(LINTED) $(CARGO) nextest run --workspace --locked -E 'package(capmox-e2e)'
 
 # The fault scenario (test/e2e/tests/it/e2e_faults.rs) at its large size;
 # `make test` runs it small. FAULTS_SEED replays a run (the seed is printed
@@ -85,11 +104,11 @@ FAULTS_MACHINES ?= 63
 FAULTS_KILLS ?= 10
 soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_KILLS=10, FAULTS_SEED to replay)
 	FAULTS_MACHINES=$(FAULTS_MACHINES) FAULTS_KILLS=$(FAULTS_KILLS) $(if $(FAULTS_SEED),FAULTS_SEED=$(FAULTS_SEED)) \
-		$(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
+		$(LINTED) $(CARGO) nextest run --workspace --locked --profile soak --no-capture -E 'test(faults_of_every_kind)'
 
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
 	@test -n "$$KUBECONFIG" || { echo "make e2e-real: KUBECONFIG is not set; it runs the scenarios against a real management cluster (CAPI core installed). Without one, make e2e runs them against the in-memory stand-ins." >&2; exit 2; }
-	E2E_REAL=1 $(CARGO) nextest run -p capmox-e2e -p capmox-controller --locked --test-threads 1 -E 'package(capmox-e2e)'
+	E2E_REAL=1 $(LINTED) $(CARGO) nextest run --workspace --locked --test-threads 1 -E 'package(capmox-e2e)'
 
 # The `benchmark` profile (Cargo.toml): release, with the simulators and the
 # stand-in at opt-level 1; the controller is built as in a release.

@@ -675,7 +675,8 @@ impl Env {
 }
 
 /// The working directory (kubeconfig, controller log), removed when dropped
-/// unless kept — also when a test panics.
+/// unless kept. A test that panics keeps it: its output names the
+/// controller log, which is what a reader of the failure opens next.
 struct WorkDir {
     path: PathBuf,
     keep: bool,
@@ -683,7 +684,9 @@ struct WorkDir {
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        if !self.keep {
+        if std::thread::panicking() {
+            eprintln!("[e2e] kept {} (the test failed)", self.path.display());
+        } else if !self.keep {
             let _ = std::fs::remove_dir_all(&self.path);
         }
     }

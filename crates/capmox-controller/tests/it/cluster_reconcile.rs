@@ -309,6 +309,17 @@ async fn instance_counts_match_the_machines() {
     env.create_machine("counts", "counts-md-2", None).await;
     env.create_machine("other", "other-md-1", Some("dc-b"))
         .await;
+    machines_seen(
+        &ctx,
+        &[
+            "counts-cp-1",
+            "counts-cp-2",
+            "counts-md-1",
+            "counts-md-2",
+            "other-md-1",
+        ],
+    )
+    .await;
     let pc = reconcile(&env, &ctx, "counts").await;
     assert_eq!(
         instances(&pc),
@@ -331,6 +342,11 @@ async fn instance_counts_match_the_machines() {
         .delete("counts-cp-2", &DeleteParams::default())
         .await
         .unwrap();
+    machines_seen(
+        &ctx,
+        &["counts-cp-1", "counts-md-1", "counts-md-2", "other-md-1"],
+    )
+    .await;
     let pc = reconcile(&env, &ctx, "counts").await;
     assert_eq!(instances(&pc)[0].2, 1);
     assert!(
@@ -352,6 +368,7 @@ async fn single_instance_follows_existing_machines_after_move() {
         .await;
     env.create_machine("moved", "moved-cp-1", Some("dc-c"))
         .await;
+    machines_seen(&ctx, &["moved-cp-1"]).await;
     let pc = reconcile(&env, &ctx, "moved").await;
     assert_eq!(failure_domains(&pc), names(&["dc-c"]));
     assert_eq!(

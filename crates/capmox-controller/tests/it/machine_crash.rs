@@ -12,6 +12,7 @@ use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
 use pve_client::api::qemu::clone::CloneRequest;
 use pve_client::{ApiUrl, Auth, ClientConfig, NodeName, PveClient, TlsMode, VmId};
+use pve_sim::{Fault, FaultKind};
 use support::*;
 
 fn client(w: &World, dc: &str) -> PveClient {
@@ -158,6 +159,52 @@ async fn a_crash_after_the_clone_was_issued_adopts_the_vm() {
         Some("OK")
     );
     nothing_leaked(&w, "dc-a").await;
+}
+
+/// Record before create: the clone's target node is in status before the
+/// clone is asked for, so a process that dies while the clone call is in
+/// flight leaves the node the VM goes to behind (the scheduler of the next
+/// process counts the VM there; the listing shows the template's node until
+/// the clone ends). The clone call is held for 2 s here: the node must be
+/// in status while no VM exists yet.
+#[tokio::test]
+async fn the_target_node_is_recorded_before_the_clone_is_asked_for() {
+    let w = world().await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    w.machine("wl1", "m1", ProxmoxMachineSpec::default()).await;
+    w.pve("dc-a").add_fault(Fault {
+        method: Some("POST".into()),
+        path: Some("/nodes/{node}/qemu/{vmid}/clone".into()),
+        node: None,
+        probability: 1.0,
+        count: Some(1),
+        kind: FaultKind::Latency { seconds: 400.0 },
+    });
+    let watch = async {
+        for _ in 0..500 {
+            let node = w
+                .get("m1")
+                .await
+                .and_then(|m| m.status)
+                .and_then(|s| s.proxmox_node);
+            if let Some(node) = node {
+                return (node, w.vms("dc-a").len());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("no node recorded in 5 s");
+    };
+    let (recorded, driven) = tokio::join!(watch, w.drive("m1", 300, provisioned));
+    let (node, vms_then) = recorded;
+    assert_eq!(vms_then, 0, "the node was recorded only after the clone");
+    let m = driven.unwrap();
+    assert_eq!(
+        m.status.unwrap_or_default().proxmox_node,
+        Some(node.clone())
+    );
+    let vms = w.vms("dc-a");
+    assert_eq!(vms.len(), 1, "{vms:?}");
+    assert_eq!(vms[0].node, node);
 }
 
 #[tokio::test]

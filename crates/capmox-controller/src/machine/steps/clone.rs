@@ -11,6 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use crate::api::machine::{DiskFormat, ProxmoxMachineSpec};
 use crate::cluster::probe::pool::missing_text;
+use crate::error::Error;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, InLine, Observed, Operation, Plan, StepKind};
@@ -20,37 +21,46 @@ use crate::machine::vm::marker::Marker;
 use crate::pve::{CloneRequest, Missing, NodeName, PoolId, PveError, StorageId, VmId};
 use crate::reasons::Reason;
 
-/// Clones.
-pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
+/// Clones, after recording the target node in status.
+///
+/// # Errors
+/// [`Error::Kube`] of the record write (nothing was asked of Proxmox).
+pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> {
     let fail = |run: &Run<'_>, class: &'static str, reason: Reason| {
         super::failed(run, StepKind::Clone, class, reason)
     };
     let (Some(plan), Some(vmid)) = (&facts.plan, facts.vm_id()) else {
-        return fail(
+        return Ok(fail(
             run,
             "precondition",
             Reason::CloneFailed("no plan or VMID before the clone".into()),
-        );
+        ));
     };
     let inst = match run.instance() {
         Ok(i) => i.clone(),
-        Err(e) => return fail(run, "precondition", Reason::CloneFailed(e.to_string())),
+        Err(e) => {
+            return Ok(fail(
+                run,
+                "precondition",
+                Reason::CloneFailed(e.to_string()),
+            ));
+        }
     };
     let rt = run.rt();
     let key = TemplateKey::new(&inst.identity, plan.template.vmid);
     let me = ObjectRef::new(&run.me.name).within(&run.me.ns);
     if let SlotGrant::InLine { running, ahead } = rt.slots.acquire(&key, &run.me.uid, &me) {
-        return Observed::InLine(InLine {
+        return Ok(Observed::InLine(InLine {
             template: plan.template.vmid,
             running,
             ahead,
-        });
+        }));
     }
     // A VMID written earlier is held again (after a restart), unless
     // another machine of this process holds it.
     if let Err(e) = rt.vmids.hold(&inst.identity, vmid.get(), &run.me.uid) {
         rt.slots.release(&run.me.uid);
-        return fail(run, "vmid", Reason::Vmid(e));
+        return Ok(fail(run, "vmid", Reason::Vmid(e)));
     }
     let req = match request(
         &run.machine.spec,
@@ -63,7 +73,7 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
         Ok(r) => r,
         Err(e) => {
             rt.slots.release(&run.me.uid);
-            return fail(run, "invalid_spec", Reason::InvalidSpec(e));
+            return Ok(fail(run, "invalid_spec", Reason::InvalidSpec(e)));
         }
     };
     let (Ok(src_node), Ok(src_id)) = (
@@ -71,15 +81,28 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
         VmId::new(plan.template.vmid),
     ) else {
         rt.slots.release(&run.me.uid);
-        return fail(
+        return Ok(fail(
             run,
             "invalid_spec",
             Reason::CloneFailed(format!(
                 "template {} has an invalid node or VMID",
                 plan.template
             )),
-        );
+        ));
     };
+    // Record before create: the target node is in status before the clone
+    // is asked for. Until the clone ends, Proxmox lists the new VM on the
+    // template's node (docs/proxmox-semantics.md §8); a process that starts
+    // after this one died counts the VM where its status says, so that the
+    // spread holds across restarts (`steps::plan`).
+    if run.status.proxmox_node.as_deref() != Some(plan.node.as_str()) {
+        let body = serde_json::json!({ "status": { "proxmoxNode": plan.node.as_str() } });
+        if let Err(e) = run.record_status(body).await {
+            rt.slots.release(&run.me.uid);
+            return Err(e);
+        }
+        run.status.proxmox_node = Some(plan.node.as_str().to_string());
+    }
     match inst.api.clone_vm(&src_node, src_id, &req).await {
         Ok(upid) => {
             rt.inflight.add_pending(
@@ -95,20 +118,19 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                 m.media_uploaded = None;
                 m.plan = None;
             });
-            run.status.proxmox_node = Some(plan.node.as_str().to_string());
             let note = format!(
                 "cloning template {} on {} to VM {vmid} on {} in instance {}",
                 plan.template.vmid, plan.template.node, plan.node, inst.name
             );
             run.event(EventKind::Normal, Reason::Cloning(note));
-            super::task::started(
+            Ok(super::task::started(
                 run,
                 &upid,
                 Operation::Clone,
                 Some(vmid.get()),
                 Some(key),
                 None,
-            )
+            ))
         }
         Err(e) => {
             rt.slots.release(&run.me.uid);
@@ -136,7 +158,12 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                     missing_text(pool, &inst.name),
                     plan.template.vmid
                 );
-                return super::pve_failed(run, StepKind::Clone, &e, Reason::PoolNotFound(msg));
+                return Ok(super::pve_failed(
+                    run,
+                    StepKind::Clone,
+                    &e,
+                    Reason::PoolNotFound(msg),
+                ));
             }
             let mut msg = format!(
                 "clone of template {} to VM {vmid} failed: {e}",
@@ -154,7 +181,12 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Observed {
                     plan.template.vmid
                 ));
             }
-            super::pve_failed(run, StepKind::Clone, &e, Reason::CloneFailed(msg))
+            Ok(super::pve_failed(
+                run,
+                StepKind::Clone,
+                &e,
+                Reason::CloneFailed(msg),
+            ))
         }
     }
 }

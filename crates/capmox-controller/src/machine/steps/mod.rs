@@ -69,7 +69,7 @@ pub async fn run(step: Step, run: &mut Run<'_>, facts: &Facts) -> Result<Observe
         Step::Plan => Ok(plan::plan(run, facts).await),
         Step::ReserveVmid => vmid::reserve(run, facts).await,
         Step::ReplaceVmid => vmid::replace(run, facts).await,
-        Step::Clone => Ok(clone::clone(run, facts).await),
+        Step::Clone => clone::clone(run, facts).await,
         Step::RemovePartial => Ok(destroy::destroy(run, facts, StepKind::RemovePartial).await),
         Step::UploadMedia => media::upload(run, facts).await,
         Step::Configure => Ok(configure::configure(run, facts).await),

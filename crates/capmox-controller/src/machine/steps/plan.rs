@@ -300,7 +300,8 @@ fn pci_in_use(
 /// - Not for a VM locked by its clone: a clone to another node creates the
 ///   config on the template's node and moves it to the target at the task's
 ///   end (docs/proxmox-semantics.md §8), so until then the listing shows the
-///   template's node, and the status (written with the clone) the target.
+///   template's node, and the status (written before the clone is asked
+///   for, `steps::clone`) the target.
 fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
     let listed = m.spec.virtual_machine_id.and_then(|v| snap.vm(v));
     let node_of = |r: &crate::pve::ClusterResource| r.node.as_ref().map(|n| n.as_str().to_string());

@@ -395,6 +395,33 @@ pub fn provisioned(pc: &ProxmoxCluster) -> bool {
         == Some(true)
 }
 
+/// Waits (up to 10 s) until the reconciler's ProxmoxMachine store holds
+/// exactly `names`: the store is filled by a watch, so a machine created or
+/// deleted a moment ago may not be in it yet, and the reconciler counts
+/// machines from the store (as it does in the manager, where the same watch
+/// event wakes the cluster again).
+pub async fn machines_seen(ctx: &ClusterContext, names: &[&str]) {
+    let want: std::collections::BTreeSet<String> = names.iter().map(|n| n.to_string()).collect();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen: std::collections::BTreeSet<String> = ctx
+            .stores
+            .machines
+            .state()
+            .iter()
+            .map(|m| m.name_any())
+            .collect();
+        if seen == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the machine store holds {seen:?}, not {want:?}, after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// Runs one reconcile of `name` against the stored object.
 pub async fn reconcile(env: &Env, ctx: &Arc<ClusterContext>, name: &str) -> ProxmoxCluster {
     let pc = env.get(name).await;
