@@ -7,6 +7,7 @@
 use crate::support::machine as support;
 
 use capmox_controller::api::ProxmoxMachineSpec;
+use capmox_controller::machine::plan::scheduler::CLONE_TARGET_ANNOTATION;
 use capmox_controller::machine::vm::marker::Marker;
 use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -161,12 +162,12 @@ async fn a_crash_after_the_clone_was_issued_adopts_the_vm() {
     nothing_leaked(&w, "dc-a").await;
 }
 
-/// Record before create: the clone's target node is in status before the
-/// clone is asked for, so a process that dies while the clone call is in
-/// flight leaves the node the VM goes to behind (the scheduler of the next
-/// process counts the VM there; the listing shows the template's node until
-/// the clone ends). The clone call is held for 2 s here: the node must be
-/// in status while no VM exists yet.
+/// Record before create: the clone's target node is written (annotation
+/// `…/clone-target`) before the clone is asked for, so a process that dies
+/// while the clone call is in flight leaves the node the VM goes to behind
+/// (the next process's scheduler counts the VM there; Proxmox lists it on
+/// the template's node until the clone ends). The clone call is held for
+/// 2 s here: the node must be recorded while no VM exists yet.
 #[tokio::test]
 async fn the_target_node_is_recorded_before_the_clone_is_asked_for() {
     let w = world().await;
@@ -185,14 +186,13 @@ async fn the_target_node_is_recorded_before_the_clone_is_asked_for() {
             let node = w
                 .get("m1")
                 .await
-                .and_then(|m| m.status)
-                .and_then(|s| s.proxmox_node);
+                .and_then(|m| m.annotations().get(CLONE_TARGET_ANNOTATION).cloned());
             if let Some(node) = node {
                 return (node, w.vms("dc-a").len());
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
-        panic!("no node recorded in 5 s");
+        panic!("no clone target recorded in 5 s");
     };
     let (recorded, driven) = tokio::join!(watch, w.drive("m1", 300, provisioned));
     let (node, vms_then) = recorded;

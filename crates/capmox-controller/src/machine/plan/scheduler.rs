@@ -23,6 +23,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Annotation on a ProxmoxMachine naming the node its clone goes to,
+/// written before the clone is asked for. Until a clone to another node
+/// ends, Proxmox lists the new VM on the template's node
+/// (docs/proxmox-semantics.md §8), so a controller that starts while the
+/// clone runs (the one that asked died before writing status) counts the VM
+/// on this node. Not in `status.proxmoxNode`: that names a node where the VM
+/// is, and is read there (a VM that may not exist would be looked up on it).
+pub const CLONE_TARGET_ANNOTATION: &str =
+    "proxmoxmachine.infrastructure.cluster.x-k8s.io/clone-target";
+
 use super::pci::PciFilter;
 use super::storage::StorageNeeds;
 

@@ -7,6 +7,7 @@
 //! The clone request sets the name and the ownership marker in the
 //! description, so the VM is ours from the moment it exists.
 
+use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::machine::{DiskFormat, ProxmoxMachineSpec};
@@ -15,13 +16,13 @@ use crate::error::Error;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, InLine, Observed, Operation, Plan, StepKind};
-use crate::machine::plan::scheduler::PendingVm;
+use crate::machine::plan::scheduler::{CLONE_TARGET_ANNOTATION, PendingVm};
 use crate::machine::runtime::slots::{SlotGrant, TemplateKey};
 use crate::machine::vm::marker::Marker;
 use crate::pve::{CloneRequest, Missing, NodeName, PoolId, PveError, StorageId, VmId};
 use crate::reasons::Reason;
 
-/// Clones, after recording the target node in status.
+/// Clones, after recording the target node ([`CLONE_TARGET_ANNOTATION`]).
 ///
 /// # Errors
 /// [`Error::Kube`] of the record write (nothing was asked of Proxmox).
@@ -90,18 +91,23 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> 
             )),
         ));
     };
-    // Record before create: the target node is in status before the clone
-    // is asked for. Until the clone ends, Proxmox lists the new VM on the
-    // template's node (docs/proxmox-semantics.md §8); a process that starts
-    // after this one died counts the VM where its status says, so that the
-    // spread holds across restarts (`steps::plan`).
-    if run.status.proxmox_node.as_deref() != Some(plan.node.as_str()) {
-        let body = serde_json::json!({ "status": { "proxmoxNode": plan.node.as_str() } });
-        if let Err(e) = run.record_status(body).await {
+    // Record before create: the target node is written before the clone is
+    // asked for ([`CLONE_TARGET_ANNOTATION`]), so that a process that starts
+    // after this one died counts the VM on it and the spread holds across
+    // restarts (`steps::plan`).
+    let recorded = run
+        .machine
+        .annotations()
+        .get(CLONE_TARGET_ANNOTATION)
+        .map(String::as_str);
+    if recorded != Some(plan.node.as_str()) {
+        let body = serde_json::json!({
+            "metadata": { "annotations": { CLONE_TARGET_ANNOTATION: plan.node.as_str() } }
+        });
+        if let Err(e) = run.merge_patch(body).await {
             rt.slots.release(&run.me.uid);
             return Err(e);
         }
-        run.status.proxmox_node = Some(plan.node.as_str().to_string());
     }
     match inst.api.clone_vm(&src_node, src_id, &req).await {
         Ok(upid) => {

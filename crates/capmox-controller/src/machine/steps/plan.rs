@@ -20,7 +20,9 @@ use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, Plan, StepKind};
 use crate::machine::observe::duplicates::latest_known;
 use crate::machine::plan::pci::{self, PciFilter};
-use crate::machine::plan::scheduler::{self, Locality, Request, StorageFilter};
+use crate::machine::plan::scheduler::{
+    self, CLONE_TARGET_ANNOTATION, Locality, Request, StorageFilter,
+};
 use crate::machine::plan::storage;
 use crate::machine::plan::template::{self, Resolved, TemplateError};
 use crate::machine::runtime::inflight::Placement;
@@ -300,16 +302,18 @@ fn pci_in_use(
 /// - Not for a VM locked by its clone: a clone to another node creates the
 ///   config on the template's node and moves it to the target at the task's
 ///   end (docs/proxmox-semantics.md §8), so until then the listing shows the
-///   template's node, and the status (written before the clone is asked
-///   for, `steps::clone`) the target.
+///   template's node; the status (written with the clone) and, before it
+///   is written, the clone's target recorded before the clone was asked
+///   for ([`CLONE_TARGET_ANNOTATION`]) name the target.
 fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
     let listed = m.spec.virtual_machine_id.and_then(|v| snap.vm(v));
     let node_of = |r: &crate::pve::ClusterResource| r.node.as_ref().map(|n| n.as_str().to_string());
     let cloning = listed.is_some_and(|r| r.lock == Some(crate::pve::VmLock::Clone));
     let status = m.status.as_ref().and_then(|s| s.proxmox_node.clone());
+    let target = || m.annotations().get(CLONE_TARGET_ANNOTATION).cloned();
     match listed {
         Some(r) if !cloning => node_of(r),
-        _ => status.or_else(|| listed.and_then(node_of)),
+        _ => status.or_else(target).or_else(|| listed.and_then(node_of)),
     }
 }
 
