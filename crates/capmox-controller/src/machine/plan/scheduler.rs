@@ -23,6 +23,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::pci::PciFilter;
+use super::storage::StorageNeeds;
+
 /// Annotation on a ProxmoxMachine naming the node its clone goes to,
 /// written before the clone is asked for. Until a clone to another node
 /// ends, Proxmox lists the new VM on the template's node
@@ -32,9 +35,6 @@ use std::collections::{BTreeMap, BTreeSet};
 /// is, and is read there (a VM that may not exist would be looked up on it).
 pub const CLONE_TARGET_ANNOTATION: &str =
     "proxmoxmachine.infrastructure.cluster.x-k8s.io/clone-target";
-
-use super::pci::PciFilter;
-use super::storage::StorageNeeds;
 
 /// A node as `/cluster/resources` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -124,6 +124,7 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> 
                 m.media_uploaded = None;
                 m.plan = None;
             });
+            run.status.proxmox_node = Some(plan.node.as_str().to_string());
             let note = format!(
                 "cloning template {} on {} to VM {vmid} on {} in instance {}",
                 plan.template.vmid, plan.template.node, plan.node, inst.name

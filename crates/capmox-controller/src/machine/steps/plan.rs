@@ -294,7 +294,8 @@ fn pci_in_use(
 /// Where a machine's VM is, or will be: where the listing shows its VMID (a
 /// VM's node in the listing is current, docs/proxmox-semantics.md §9),
 /// unless the VM is still being cloned; else its `status.proxmoxNode`; else
-/// where the listing shows it being cloned.
+/// the target its clone step recorded; else where the listing shows it being
+/// cloned.
 ///
 /// - The listing goes before the status: the status may still name the
 ///   node of a clone that failed before the last restart, while the retried
