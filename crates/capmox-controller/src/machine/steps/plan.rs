@@ -293,9 +293,9 @@ fn pci_in_use(
 
 /// Where a machine's VM is, or will be: where the listing shows its VMID (a
 /// VM's node in the listing is current, docs/proxmox-semantics.md §9),
-/// unless the VM is still being cloned; else its `status.proxmoxNode`; else
-/// the target its clone step recorded; else where the listing shows it being
-/// cloned.
+/// unless the VM is still being cloned; else the target its latest clone
+/// recorded before it was asked for; else its `status.proxmoxNode`; else
+/// where the listing shows it being cloned.
 ///
 /// - The listing goes before the status: the status may still name the
 ///   node of a clone that failed before the last restart, while the retried
@@ -303,9 +303,9 @@ fn pci_in_use(
 /// - Not for a VM locked by its clone: a clone to another node creates the
 ///   config on the template's node and moves it to the target at the task's
 ///   end (docs/proxmox-semantics.md §8), so until then the listing shows the
-///   template's node; the status (written with the clone) and, before it
-///   is written, the clone's target recorded before the clone was asked
-///   for ([`CLONE_TARGET_ANNOTATION`]) name the target.
+///   template's node. The target ([`CLONE_TARGET_ANNOTATION`]) is written
+///   before every clone, so it goes before the status, which is written
+///   after a clone and may still name the node of an earlier one.
 fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Option<String> {
     let listed = m.spec.virtual_machine_id.and_then(|v| snap.vm(v));
     let node_of = |r: &crate::pve::ClusterResource| r.node.as_ref().map(|n| n.as_str().to_string());
@@ -314,7 +314,7 @@ fn machine_node(m: &crate::api::machine::ProxmoxMachine, snap: &Snapshot) -> Opt
     let target = || m.annotations().get(CLONE_TARGET_ANNOTATION).cloned();
     match listed {
         Some(r) if !cloning => node_of(r),
-        _ => status.or_else(target).or_else(|| listed.and_then(node_of)),
+        _ => target().or(status).or_else(|| listed.and_then(node_of)),
     }
 }
 
@@ -420,5 +420,37 @@ mod tests {
             "no status: where the listing shows it"
         );
         assert_eq!(machine_node(&machine(None, None), &snap), None);
+    }
+
+    #[test]
+    fn a_recorded_clone_target_places_a_machine_before_its_status() {
+        let snap = Snapshot::new(
+            tokio::time::Instant::now(),
+            serde_json::from_str(
+                r#"[{"id":"qemu/1003","type":"qemu","vmid":1003,"node":"pve-b1","lock":"clone"}]"#,
+            )
+            .unwrap(),
+        );
+        let targeted = |vmid, status_node| {
+            let mut m = machine(Some(vmid), status_node);
+            m.annotations_mut()
+                .insert(CLONE_TARGET_ANNOTATION.to_string(), "pve-b3".to_string());
+            m
+        };
+        assert_eq!(
+            machine_node(&targeted(1003, None), &snap).as_deref(),
+            Some("pve-b3"),
+            "being cloned, no status written yet: the recorded target"
+        );
+        assert_eq!(
+            machine_node(&targeted(1003, Some("pve-b2")), &snap).as_deref(),
+            Some("pve-b3"),
+            "the status names the node of an earlier clone; the target is the latest"
+        );
+        assert_eq!(
+            machine_node(&targeted(1002, None), &snap).as_deref(),
+            Some("pve-b3"),
+            "not listed yet: the recorded target"
+        );
     }
 }
