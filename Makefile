@@ -72,9 +72,14 @@ clippy: ## the lints alone (cargo clippy -D warnings), without building the test
 # binaries, and the libraries and binaries they need; the conformance
 # binaries (`test = false`, run by `make conformance`) are built first so
 # that they are linted too.
+#
+# Twice as many tests run at once as there are cores: most tests wait on
+# simulated Proxmox tasks and watches more than they compute, and with one
+# test per core a quarter of the CPU idled (docs/benchmarks.md, fourth round).
+TEST_THREADS ?= $(shell echo $$(( $$(nproc) * 2 )))
 nextest: tools
 	$(LINTED) $(CARGO) build --workspace --locked --test conformance
-	$(LINTED) $(CARGO) nextest run --workspace --locked --no-fail-fast
+	$(LINTED) $(CARGO) nextest run --workspace --locked --no-fail-fast --test-threads $(TEST_THREADS)
 
 generate: ## regenerate the CRDs in config/crd/bases (committed; a test fails when stale)
 	rm -f config/crd/bases/*.yaml

@@ -7,8 +7,8 @@
 //! 2. otherwise it lives beside the running executable in the same Cargo
 //!    profile directory (`<target>/<profile>/capmox-controller`; test
 //!    executables sit one level deeper in `deps/`). When it is missing or
-//!    older than any file under the workspace's `crates/` or the root
-//!    `Cargo.toml`/`Cargo.lock` (a superset of its sources), it is built
+//!    older than any of its sources ([`BINARY_CRATES`]' `src/` and
+//!    manifests, the root `Cargo.toml` and `Cargo.lock`), it is built
 //!    first, once per process, with `cargo build -p capmox-e2e -p
 //!    capmox-controller --bin capmox-controller --profile <that profile>`
 //!    into that target directory — selecting this package too, so features
@@ -131,14 +131,38 @@ fn is_fresh_against(binary: &Path, sources: &[PathBuf]) -> bool {
     newest.is_some_and(|s| s <= built)
 }
 
+/// The workspace crates the controller binary is compiled from (the
+/// controller and its path dependencies, relative to the workspace root).
+///
+/// Only their `src/` and manifests count as the binary's sources: an edited
+/// integration test (`tests/`) does not make it stale. It did when the whole
+/// `crates/` folder counted, and then the rebuild below, whose package
+/// selection leaves out the dev-dependencies' features that `make test`'s
+/// build has (tokio's `test-util`), recompiled tokio and everything above it
+/// for about 90 s at the start of the e2e tests.
+pub const BINARY_CRATES: [&str; 3] = [
+    "crates/capmox-controller",
+    "crates/pve-client",
+    "crates/ipam",
+];
+
 /// Whether `binary` is newer than every workspace source that can go into it.
 fn is_fresh(binary: &Path) -> bool {
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
-    let sources: Vec<PathBuf> = ["crates", "Cargo.toml", "Cargo.lock"]
-        .iter()
-        .map(|p| root.join(p))
-        .collect();
-    is_fresh_against(binary, &sources)
+    is_fresh_against(binary, &binary_sources(&workspace_root()))
+}
+
+fn workspace_root() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
+/// The files and folders under `root` that the binary is compiled from.
+fn binary_sources(root: &Path) -> Vec<PathBuf> {
+    let mut sources = vec![root.join("Cargo.toml"), root.join("Cargo.lock")];
+    for krate in BINARY_CRATES {
+        sources.push(root.join(krate).join("src"));
+        sources.push(root.join(krate).join("Cargo.toml"));
+    }
+    sources
 }
 
 /// The path of a fresh `capmox-controller` binary (built once per process
@@ -385,6 +409,68 @@ mod tests {
         touch(&dir.join("crates/target/x"), t(5_000));
         assert!(is_fresh_against(&bin, &sources));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// `[dependencies]` of the manifest `text` that are workspace crates
+    /// (`paths`: workspace dependency name → its path).
+    fn path_dependencies(
+        text: &str,
+        paths: &std::collections::BTreeMap<String, String>,
+    ) -> Vec<String> {
+        let mut section = "";
+        let mut found = Vec::new();
+        for line in text.lines().map(str::trim) {
+            if line.starts_with('[') {
+                section = line;
+                continue;
+            }
+            if section != "[dependencies]" {
+                continue;
+            }
+            let name = line.split(['.', ' ', '=']).next().unwrap_or("");
+            if let Some(path) = paths.get(name) {
+                found.push(path.clone());
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn binary_crates_are_the_controller_and_its_path_dependencies() {
+        let root = workspace_root();
+        let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+        // `name = { path = "crates/…" }` in [workspace.dependencies].
+        let paths: std::collections::BTreeMap<String, String> = read("Cargo.toml")
+            .lines()
+            .filter_map(|l| {
+                let (name, rest) = l.split_once('=')?;
+                let path = rest.split_once("path = \"")?.1.split('"').next()?;
+                Some((name.trim().to_string(), path.to_string()))
+            })
+            .collect();
+        assert!(paths.contains_key("pve-client"), "{paths:?}");
+        // The controller's path dependencies, and theirs in turn.
+        let mut want = std::collections::BTreeSet::from(["crates/capmox-controller".to_string()]);
+        let mut todo = vec!["crates/capmox-controller".to_string()];
+        while let Some(krate) = todo.pop() {
+            for dep in path_dependencies(&read(&format!("{krate}/Cargo.toml")), &paths) {
+                if want.insert(dep.clone()) {
+                    todo.push(dep);
+                }
+            }
+        }
+        let have: std::collections::BTreeSet<String> =
+            BINARY_CRATES.iter().map(|c| c.to_string()).collect();
+        assert_eq!(
+            have, want,
+            "BINARY_CRATES must list what the binary is built from"
+        );
+        let sources = binary_sources(&root);
+        assert!(sources.iter().all(|p| p.exists()), "{sources:?}");
+        assert!(
+            !sources.iter().any(|p| p.ends_with("tests")),
+            "integration tests are not sources of the binary"
+        );
     }
 
     #[test]

@@ -96,9 +96,21 @@ fn view(rows: &[MachineRow], env: &Env) -> String {
     let isos = observe::iso_counts(&env.pve);
     let dcs: Vec<String> = vms
         .iter()
-        .map(|(dc, n)| format!("{dc}: {n} VMs, {} ISOs", isos.get(dc).copied().unwrap_or(0)))
+        .map(|(dc, n)| {
+            let i = isos.get(dc).copied().unwrap_or(0);
+            format!("{dc}: {} {}", count(*n, "VM"), count(i, "ISO"))
+        })
         .collect();
     format!("{}\n{}", table::machines(rows), dcs.join(" | "))
+}
+
+/// `n` and `noun`, plural unless `n` is 1: "1 ISO", "0 ISOs", "3 VMs".
+fn count(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// Redraws the table until `done` holds.
@@ -295,7 +307,19 @@ async fn story(
     .await?;
     screen.say(&format!(
         "\nfinal distribution:\n{}",
-        table::distribution(&rows, &observe::vm_counts(&env.pve))
+        table::distribution(&rows, &observe::vm_counts(&env.pve)).trim_end()
     ));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count;
+
+    #[test]
+    fn counts_are_singular_only_for_one() {
+        assert_eq!(count(0, "ISO"), "0 ISOs");
+        assert_eq!(count(1, "ISO"), "1 ISO");
+        assert_eq!(count(3, "VM"), "3 VMs");
+    }
 }

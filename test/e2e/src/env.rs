@@ -171,12 +171,14 @@ impl std::fmt::Debug for Env {
 /// number greater than 0 (0.1: a 60 s clone takes 6 s).
 ///
 /// # Errors
-/// A message for clap when the text is no number or not greater than 0.
+/// A message for clap when the text is no number, or not a finite number
+/// greater than 0 (`inf`, `NaN`, 0, negative).
 pub fn parse_time_scale(s: &str) -> std::result::Result<f64, String> {
+    const HINT: &str = "give a finite number greater than 0 (0.1: a 60 s clone takes 6 s)";
     match s.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(_) => Err("must be a number greater than 0 (0.1: a 60 s clone takes 6 s)".into()),
-        Err(e) => Err(e.to_string()),
+        Ok(_) => Err(format!("out of range; {HINT}")),
+        Err(_) => Err(format!("not a number; {HINT}")),
     }
 }
 
@@ -739,6 +741,16 @@ mod tests {
         for bad in ["0", "-1", "-0.5", "inf", "NaN", "abc", ""] {
             assert!(parse_time_scale(bad).is_err(), "{bad} accepted");
         }
+        let inf = parse_time_scale("inf").unwrap_err();
+        assert!(
+            inf.starts_with("out of range; give a finite number"),
+            "{inf}"
+        );
+        let abc = parse_time_scale("abc").unwrap_err();
+        assert!(
+            abc.starts_with("not a number; give a finite number"),
+            "{abc}"
+        );
     }
 
     #[test]

@@ -139,9 +139,13 @@ async fn twenty_machines_from_one_template_with_lock_contention() {
         c.timings.storage_lock_timeout = 1.0;
         for s in &mut c.storages {
             if s.name == "ceph" {
+                // Each allocation holds the lock for 0.1 s of real time
+                // (`SCALE`) and a waiter gives up after 5 ms: clones the
+                // window lets out together overlap even when a loaded
+                // machine spreads their requests over 50 ms.
                 s.alloc_lock = Some(AllocLock {
                     max_parallel: 1,
-                    hold: 10.0,
+                    hold: 20.0,
                 });
             }
         }
