@@ -120,6 +120,11 @@ pub struct Run<'a> {
     pub claims: Option<ClaimsRead>,
     /// The ISO volume this reconcile recorded in status.
     pub media_recorded_here: Option<String>,
+    /// The clone target node as last written
+    /// ([`crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION`]): the
+    /// VMID reservation's patch writes it with the VMID, so the clone step
+    /// writes it only when the plan changed since.
+    pub clone_target: Option<String>,
 }
 
 /// The claims as an observation read them.
@@ -148,6 +153,10 @@ impl<'a> Run<'a> {
             generation: machine.metadata.generation,
             claims: None,
             media_recorded_here: None,
+            clone_target: machine
+                .annotations()
+                .get(crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION)
+                .cloned(),
             machine,
         }
     }

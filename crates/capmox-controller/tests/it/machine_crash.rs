@@ -6,7 +6,7 @@
 
 use crate::support::machine as support;
 
-use capmox_controller::api::ProxmoxMachineSpec;
+use capmox_controller::api::{ProxmoxMachine, ProxmoxMachineSpec};
 use capmox_controller::machine::plan::scheduler::CLONE_TARGET_ANNOTATION;
 use capmox_controller::machine::vm::marker::Marker;
 use kube::ResourceExt;
@@ -205,6 +205,59 @@ async fn the_target_node_is_recorded_before_the_clone_is_asked_for() {
     let vms = w.vms("dc-a");
     assert_eq!(vms.len(), 1, "{vms:?}");
     assert_eq!(vms[0].node, node);
+}
+
+/// The clone target goes with the VMID: one write. Every version of the
+/// machine that the API server stored with a VMID also names the node,
+/// and the annotation is written once for a machine whose plan held.
+#[tokio::test]
+async fn the_vmid_and_the_clone_target_are_written_together() {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    let w = world().await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    w.machine("wl1", "m1", ProxmoxMachineSpec::default()).await;
+    let mut versions = w
+        .machines()
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let last = w
+        .drive("m1", 300, provisioned)
+        .await
+        .unwrap()
+        .resource_version();
+    let mut seen: Vec<ProxmoxMachine> = Vec::new();
+    while seen.last().and_then(ResourceExt::resource_version) != last {
+        let next = tokio::time::timeout(std::time::Duration::from_secs(5), versions.next())
+            .await
+            .expect("the watch delivers every version")
+            .unwrap()
+            .unwrap();
+        if let WatchEvent::Added(m) | WatchEvent::Modified(m) = next {
+            seen.push(m);
+        }
+    }
+    let target = |m: &ProxmoxMachine| m.annotations().get(CLONE_TARGET_ANNOTATION).cloned();
+    let with_vmid: Vec<&ProxmoxMachine> = seen
+        .iter()
+        .filter(|m| m.spec.virtual_machine_id.is_some())
+        .collect();
+    assert!(!with_vmid.is_empty(), "no version with a VMID");
+    for m in &with_vmid {
+        assert!(
+            target(m).is_some(),
+            "version {:?} has VMID {:?} but no clone target",
+            m.resource_version(),
+            m.spec.virtual_machine_id
+        );
+    }
+    let changes = seen
+        .windows(2)
+        .filter(|p| target(&p[0]) != target(&p[1]))
+        .count();
+    assert_eq!(changes, 1, "the clone target was written more than once");
 }
 
 #[tokio::test]

@@ -59,8 +59,11 @@ pub struct Written {
 
 impl Written {
     /// Records `obj`, the answer of a successful write (or of a fresh read,
-    /// which is newer than any write before it).
-    pub fn record(&mut self, obj: ProxmoxMachine) {
+    /// which is newer than any write before it), without its
+    /// `metadata.managedFields`: like the watch caches (`stores.rs`), the
+    /// record is kept for every machine, and the reconcile never reads them.
+    pub fn record(&mut self, mut obj: ProxmoxMachine) {
+        crate::stores::strip_managed_fields(&mut obj);
         if let Some(rv) = self
             .object
             .as_deref()
@@ -166,6 +169,26 @@ mod tests {
         w.record(at("13", None));
         assert!(!w.refresh, "a successful write is the newest version again");
         assert_eq!(classify(Some("13"), Some(&w)), Freshness::Current);
+    }
+
+    #[test]
+    fn the_record_keeps_no_managed_fields() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let mut w = Written::default();
+        let mut m = at("10", Some("UPID:clone"));
+        m.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("capmox-controller".into()),
+            operation: Some("Update".into()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        w.record(m);
+        let kept = w.object.as_deref().unwrap();
+        assert_eq!(kept.metadata.managed_fields, None);
+        assert_eq!(kept.resource_version().as_deref(), Some("10"));
+        assert_eq!(
+            kept.status.as_ref().and_then(|s| s.task_ref.as_deref()),
+            Some("UPID:clone")
+        );
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! The clone request sets the name and the ownership marker in the
 //! description, so the VM is ours from the moment it exists.
 
-use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::api::machine::{DiskFormat, ProxmoxMachineSpec};
@@ -94,13 +93,10 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> 
     // Record before create: the target node is written before the clone is
     // asked for ([`CLONE_TARGET_ANNOTATION`]), so that a process that starts
     // after this one died counts the VM on it and the spread holds across
-    // restarts (`steps::plan`).
-    let recorded = run
-        .machine
-        .annotations()
-        .get(CLONE_TARGET_ANNOTATION)
-        .map(String::as_str);
-    if recorded != Some(plan.node.as_str()) {
+    // restarts (`steps::plan`). The VMID reservation wrote it with the
+    // VMID; it is written here only when the plan changed since (a re-plan
+    // after a failed clone).
+    if run.clone_target.as_deref() != Some(plan.node.as_str()) {
         let body = serde_json::json!({
             "metadata": { "annotations": { CLONE_TARGET_ANNOTATION: plan.node.as_str() } }
         });
@@ -108,6 +104,7 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> 
             rt.slots.release(&run.me.uid);
             return Err(e);
         }
+        run.clone_target = Some(plan.node.as_str().to_string());
     }
     match inst.api.clone_vm(&src_node, src_id, &req).await {
         Ok(upid) => {

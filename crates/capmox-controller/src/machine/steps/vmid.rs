@@ -16,6 +16,7 @@ use crate::error::Error;
 use crate::events::EventKind;
 use crate::machine::context::Run;
 use crate::machine::decide::{Facts, Observed, StepKind, VmFact};
+use crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION;
 use crate::machine::plan::vmid::RESERVED_ANNOTATION;
 use crate::reasons::Reason;
 
@@ -90,13 +91,25 @@ pub async fn reserve(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error
             ));
         }
     };
+    // The planned node goes with the VMID (one write instead of two): the
+    // clone step must find it recorded before it asks Proxmox
+    // (`steps::clone`), and rewrites it only after a re-plan.
+    let target = facts.plan.as_ref().map(|p| p.node.as_str().to_string());
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(RESERVED_ANNOTATION.into(), v.to_string().into());
+    if let Some(node) = &target {
+        annotations.insert(CLONE_TARGET_ANNOTATION.into(), node.clone().into());
+    }
     let body = serde_json::json!({
-        "metadata": { "annotations": { RESERVED_ANNOTATION: v.to_string() } },
+        "metadata": { "annotations": annotations },
         "spec": { "virtualMachineID": v },
     });
     if let Err(e) = run.merge_patch(body).await {
         run.rt().vmids.release(&inst.identity, v, &run.me.uid);
         return Err(e);
+    }
+    if target.is_some() {
+        run.clone_target = target;
     }
     Ok(Observed::VmidReserved(v))
 }
