@@ -98,7 +98,7 @@ fn view(rows: &[MachineRow], env: &Env) -> String {
         .iter()
         .map(|(dc, n)| {
             let i = isos.get(dc).copied().unwrap_or(0);
-            format!("{dc}: {} {}", count(*n, "VM"), count(i, "ISO"))
+            format!("{dc}: {}, {}", count(*n, "VM"), count(i, "ISO"))
         })
         .collect();
     format!("{}\n{}", table::machines(rows), dcs.join(" | "))
