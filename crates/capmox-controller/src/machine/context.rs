@@ -121,10 +121,19 @@ pub struct Run<'a> {
     /// The ISO volume this reconcile recorded in status.
     pub media_recorded_here: Option<String>,
     /// The clone target node as last written
-    /// ([`crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION`]): the
-    /// VMID reservation's patch writes it with the VMID, so the clone step
-    /// writes it only when the plan changed since.
+    /// ([`crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION`]), from
+    /// the object the reconcile started from and then from the answer of
+    /// each [`Run::merge_patch`]: the VMID reservation's patch writes it
+    /// with the VMID, so the clone step writes it only when the plan changed
+    /// since.
     pub clone_target: Option<String>,
+}
+
+/// The clone target annotation of `m`.
+fn clone_target(m: &ProxmoxMachine) -> Option<String> {
+    m.annotations()
+        .get(crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION)
+        .cloned()
 }
 
 /// The claims as an observation read them.
@@ -153,10 +162,7 @@ impl<'a> Run<'a> {
             generation: machine.metadata.generation,
             claims: None,
             media_recorded_here: None,
-            clone_target: machine
-                .annotations()
-                .get(crate::machine::plan::scheduler::CLONE_TARGET_ANNOTATION)
-                .cloned(),
+            clone_target: clone_target(machine),
             machine,
         }
     }
@@ -205,6 +211,7 @@ impl<'a> Run<'a> {
         self.resource_version = updated.resource_version();
         self.finalizers = updated.finalizers().to_vec();
         self.generation = updated.metadata.generation;
+        self.clone_target = clone_target(&updated);
         self.ctx.runtime.record_write(&self.me.uid, &updated);
         Ok(())
     }

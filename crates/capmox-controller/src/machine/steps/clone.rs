@@ -104,7 +104,6 @@ pub async fn clone(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error> 
             rt.slots.release(&run.me.uid);
             return Err(e);
         }
-        run.clone_target = Some(plan.node.as_str().to_string());
     }
     match inst.api.clone_vm(&src_node, src_id, &req).await {
         Ok(upid) => {

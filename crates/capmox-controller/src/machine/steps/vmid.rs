@@ -94,11 +94,10 @@ pub async fn reserve(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error
     // The planned node goes with the VMID (one write instead of two): the
     // clone step must find it recorded before it asks Proxmox
     // (`steps::clone`), and rewrites it only after a re-plan.
-    let target = facts.plan.as_ref().map(|p| p.node.as_str().to_string());
     let mut annotations = serde_json::Map::new();
     annotations.insert(RESERVED_ANNOTATION.into(), v.to_string().into());
-    if let Some(node) = &target {
-        annotations.insert(CLONE_TARGET_ANNOTATION.into(), node.clone().into());
+    if let Some(plan) = &facts.plan {
+        annotations.insert(CLONE_TARGET_ANNOTATION.into(), plan.node.as_str().into());
     }
     let body = serde_json::json!({
         "metadata": { "annotations": annotations },
@@ -107,9 +106,6 @@ pub async fn reserve(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error
     if let Err(e) = run.merge_patch(body).await {
         run.rt().vmids.release(&inst.identity, v, &run.me.uid);
         return Err(e);
-    }
-    if target.is_some() {
-        run.clone_target = target;
     }
     Ok(Observed::VmidReserved(v))
 }
