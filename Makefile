@@ -113,7 +113,7 @@ soak: tools ## the fault scenario at its large size (FAULTS_MACHINES=63, FAULTS_
 
 e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must be installed)
 	@test -n "$$KUBECONFIG" || { echo "make e2e-real: KUBECONFIG is not set; it runs the scenarios against a real management cluster (CAPI core installed). Without one, make e2e runs them against the in-memory stand-ins." >&2; exit 2; }
-	@IFS=:; for f in $$KUBECONFIG; do test -f "$$f" || { echo "make e2e-real: KUBECONFIG names $$f, which is not a file" >&2; exit 2; }; done
+	@IFS=:; for f in $$KUBECONFIG; do test -z "$$f" || test -f "$$f" || { echo "make e2e-real: KUBECONFIG names $$f, which is not a file" >&2; exit 2; }; done
 	E2E_REAL=1 $(LINTED) $(CARGO) nextest run --workspace --locked --test-threads 1 -E 'package(capmox-e2e)'
 
 # The `benchmark` profile (Cargo.toml): release, with the simulators and the

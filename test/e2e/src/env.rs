@@ -167,18 +167,28 @@ impl std::fmt::Debug for Env {
     }
 }
 
-/// Parses a time scale given on a command line (`demo`, `bench`): a finite
-/// number greater than 0 (0.1: a 60 s clone takes 6 s).
+/// The largest time scale: the controller refuses a `--time-scale` above
+/// it (`MAX_TIME_SCALE` in the controller's `manager/flags.rs`; the
+/// integration test `time_scale` keeps the two equal), so the demo and the
+/// benchmark refuse it before starting anything.
+pub const MAX_TIME_SCALE: f64 = 100.0;
+
+/// Parses a time scale given on a command line (`demo`, `bench`): a number
+/// greater than 0 and at most [`MAX_TIME_SCALE`] (0.1: a 60 s clone takes
+/// 6 s).
 ///
 /// # Errors
-/// A message for clap when the text is no number, or not a finite number
-/// greater than 0 (`inf`, `NaN`, 0, negative).
+/// A message for clap: "not a number" (text, `NaN`) or "out of range" (0,
+/// negative, infinite, above [`MAX_TIME_SCALE`]).
 pub fn parse_time_scale(s: &str) -> std::result::Result<f64, String> {
-    const HINT: &str = "give a finite number greater than 0 (0.1: a 60 s clone takes 6 s)";
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
-        Ok(_) => Err(format!("out of range; {HINT}")),
-        Err(_) => Err(format!("not a number; {HINT}")),
+    let hint = format!(
+        "give a number greater than 0 and at most {MAX_TIME_SCALE} (0.1: a 60 s clone takes 6 s)"
+    );
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_nan() => Err(format!("not a number; {hint}")),
+        Ok(v) if v > 0.0 && v <= MAX_TIME_SCALE => Ok(v),
+        Ok(_) => Err(format!("out of range; {hint}")),
+        Err(_) => Err(format!("not a number; {hint}")),
     }
 }
 
@@ -741,16 +751,15 @@ mod tests {
         for bad in ["0", "-1", "-0.5", "inf", "NaN", "abc", ""] {
             assert!(parse_time_scale(bad).is_err(), "{bad} accepted");
         }
-        let inf = parse_time_scale("inf").unwrap_err();
-        assert!(
-            inf.starts_with("out of range; give a finite number"),
-            "{inf}"
-        );
-        let abc = parse_time_scale("abc").unwrap_err();
-        assert!(
-            abc.starts_with("not a number; give a finite number"),
-            "{abc}"
-        );
+        for bad in ["inf", "1e300", "100.5", "0"] {
+            let e = parse_time_scale(bad).unwrap_err();
+            assert!(e.starts_with("out of range; give a number"), "{bad}: {e}");
+        }
+        for bad in ["abc", "NaN"] {
+            let e = parse_time_scale(bad).unwrap_err();
+            assert!(e.starts_with("not a number; give a number"), "{bad}: {e}");
+        }
+        assert_eq!(parse_time_scale("100"), Ok(100.0));
     }
 
     #[test]

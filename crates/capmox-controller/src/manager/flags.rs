@@ -116,7 +116,8 @@ pub struct Flags {
     /// (probe period, requeue and poll delays, backoff, expected task and boot
     /// times) by this factor. Timeouts of real requests (`--pve-timeout`,
     /// `--probe-timeout`) are wall-clock limits and are not scaled.
-    #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0)]
+    /// A number greater than 0 and at most [`MAX_TIME_SCALE`].
+    #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0, value_parser = parse_time_scale)]
     pub time_scale: f64,
 
     /// Re-probe period of healthy Proxmox instances.
@@ -206,6 +207,27 @@ impl Flags {
     }
 }
 
+/// The largest `--time-scale`: a 60 s task is expected to take 100
+/// minutes. Larger factors make the scaled durations overflow
+/// (`Duration::mul_f64` panics on 1e300 s).
+pub const MAX_TIME_SCALE: f64 = 100.0;
+
+/// Parses `--time-scale`: a number greater than 0 and at most
+/// [`MAX_TIME_SCALE`].
+///
+/// # Errors
+/// A message for clap: "not a number" (text, `NaN`) or "out of range" (0,
+/// negative, infinite, above the maximum).
+pub fn parse_time_scale(s: &str) -> Result<f64, String> {
+    let hint = format!("give a number greater than 0 and at most {MAX_TIME_SCALE}");
+    match s.trim().parse::<f64>() {
+        Ok(v) if v.is_nan() => Err(format!("not a number; {hint}")),
+        Ok(v) if v > 0.0 && v <= MAX_TIME_SCALE => Ok(v),
+        Ok(_) => Err(format!("out of range; {hint}")),
+        Err(_) => Err(format!("not a number; {hint}")),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -275,6 +297,24 @@ mod tests {
             Some(("other".to_string(), "creds".to_string()))
         );
         assert!(Flags::try_parse_from(["capmox-controller", "--log-format=yaml"]).is_err());
+        for bad in ["0", "-1", "inf", "1e300", "100.5"] {
+            let e = parse_time_scale(bad).unwrap_err();
+            assert!(
+                e.starts_with("out of range; give a number greater than 0"),
+                "{bad}: {e}"
+            );
+            let arg = format!("--time-scale={bad}");
+            assert!(
+                Flags::try_parse_from(["capmox-controller", arg.as_str()]).is_err(),
+                "{bad}"
+            );
+        }
+        for bad in ["abc", "NaN", ""] {
+            let e = parse_time_scale(bad).unwrap_err();
+            assert!(e.starts_with("not a number;"), "{bad}: {e}");
+        }
+        assert_eq!(parse_time_scale("100"), Ok(100.0));
+        assert_eq!(parse_time_scale("0.005"), Ok(0.005));
         let f = Flags::try_parse_from([
             "capmox-controller",
             "--webhook-addr=127.0.0.1:0",

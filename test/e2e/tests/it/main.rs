@@ -25,6 +25,7 @@ mod standin_capi;
 mod standin_ipam;
 mod standin_meta;
 mod templates;
+mod time_scale;
 
 /// The CAPI core and IPAM CRDs the stand-in tests install: the stand-in's
 /// own (`capmox_e2e::crds::all`). The conformance suite
