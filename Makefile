@@ -68,10 +68,11 @@ fmt-check:
 clippy: ## the lints alone (cargo clippy -D warnings), without building the tests
 	$(CARGO) clippy --workspace --all-targets --test conformance --locked -- -D warnings
 
-# Every target `cargo clippy --all-targets` lints is built here: the test
-# binaries, and the libraries and binaries they need; the conformance
-# binaries (`test = false`, run by `make conformance`) are built first so
-# that they are linted too.
+# Every target `cargo clippy --all-targets` lints is built here. The first
+# command builds the conformance binaries (`test = false`, run by
+# `make conformance`), so that they are linted too, and with them the
+# libraries and every dependency; `nextest run` then builds the other test
+# binaries (each crate's unit tests, its integration tests) and runs them.
 #
 # Twice as many tests run at once as there are cores: most tests wait on
 # simulated Proxmox tasks and watches more than they compute, and with one

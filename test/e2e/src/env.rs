@@ -178,12 +178,15 @@ pub const MAX_TIME_SCALE: f64 = 100.0;
 /// 6 s).
 ///
 /// # Errors
-/// A message for clap: "not a number" (text, `NaN`) or "out of range" (0,
-/// negative, infinite, above [`MAX_TIME_SCALE`]).
+/// A message for clap: "empty", "not a number" (text, `NaN`) or "out of
+/// range" (0, negative, infinite, above [`MAX_TIME_SCALE`]).
 pub fn parse_time_scale(s: &str) -> std::result::Result<f64, String> {
     let hint = format!(
         "give a number greater than 0 and at most {MAX_TIME_SCALE} (0.1: a 60 s clone takes 6 s)"
     );
+    if s.trim().is_empty() {
+        return Err(format!("empty; {hint}"));
+    }
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_nan() => Err(format!("not a number; {hint}")),
         Ok(v) if v > 0.0 && v <= MAX_TIME_SCALE => Ok(v),
@@ -759,6 +762,7 @@ mod tests {
             let e = parse_time_scale(bad).unwrap_err();
             assert!(e.starts_with("not a number; give a number"), "{bad}: {e}");
         }
+        assert!(parse_time_scale(" ").unwrap_err().starts_with("empty; "));
         assert_eq!(parse_time_scale("100"), Ok(100.0));
     }
 

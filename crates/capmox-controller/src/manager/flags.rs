@@ -116,7 +116,7 @@ pub struct Flags {
     /// (probe period, requeue and poll delays, backoff, expected task and boot
     /// times) by this factor. Timeouts of real requests (`--pve-timeout`,
     /// `--probe-timeout`) are wall-clock limits and are not scaled.
-    /// A number greater than 0 and at most [`MAX_TIME_SCALE`].
+    /// A number greater than 0 and at most 100 (`MAX_TIME_SCALE`).
     #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0, value_parser = parse_time_scale)]
     pub time_scale: f64,
 
@@ -216,10 +216,17 @@ pub const MAX_TIME_SCALE: f64 = 100.0;
 /// [`MAX_TIME_SCALE`].
 ///
 /// # Errors
-/// A message for clap: "not a number" (text, `NaN`) or "out of range" (0,
-/// negative, infinite, above the maximum).
+/// A message for clap that names the flag and its environment variable
+/// (clap names only the flag, also for a value from the variable): "empty",
+/// "not a number" (text, `NaN`) or "out of range" (0, negative, infinite,
+/// above the maximum).
 pub fn parse_time_scale(s: &str) -> Result<f64, String> {
-    let hint = format!("give a number greater than 0 and at most {MAX_TIME_SCALE}");
+    let hint = format!(
+        "give a number greater than 0 and at most {MAX_TIME_SCALE} (--time-scale or CAPMOX_TIME_SCALE)"
+    );
+    if s.trim().is_empty() {
+        return Err(format!("empty; {hint}"));
+    }
     match s.trim().parse::<f64>() {
         Ok(v) if v.is_nan() => Err(format!("not a number; {hint}")),
         Ok(v) if v > 0.0 && v <= MAX_TIME_SCALE => Ok(v),
@@ -309,10 +316,23 @@ mod tests {
                 "{bad}"
             );
         }
-        for bad in ["abc", "NaN", ""] {
+        for bad in ["abc", "NaN"] {
             let e = parse_time_scale(bad).unwrap_err();
             assert!(e.starts_with("not a number;"), "{bad}: {e}");
         }
+        for empty in ["", " "] {
+            let e = parse_time_scale(empty).unwrap_err();
+            assert!(e.starts_with("empty;"), "{empty:?}: {e}");
+            assert!(e.contains("CAPMOX_TIME_SCALE"), "{e}");
+        }
+        // The help names the bound as a number, not as a rustdoc link.
+        let help = <Flags as clap::CommandFactory>::command()
+            .render_long_help()
+            .to_string();
+        assert!(
+            help.contains(&format!("at most {MAX_TIME_SCALE} (`MAX_TIME_SCALE`)")),
+            "{help}"
+        );
         assert_eq!(parse_time_scale("100"), Ok(100.0));
         assert_eq!(parse_time_scale("0.005"), Ok(0.005));
         let f = Flags::try_parse_from([

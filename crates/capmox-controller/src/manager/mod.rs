@@ -94,8 +94,16 @@ pub async fn kube_client(
 ) -> Result<kube::Client, ManagerError> {
     let config = match kubeconfig {
         Some(path) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                // kube's own text repeats the path, quoted twice.
+                let detail = match e {
+                    kube::config::KubeconfigError::ReadConfig(io, _) => {
+                        format!("cannot read the file: {io}")
+                    }
+                    other => other.to_string(),
+                };
+                ManagerError::Kubeconfig(format!("{}: {detail}", path.display()))
+            })?;
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
@@ -377,4 +385,23 @@ pub async fn run_with(
     let _ = tokio::time::timeout(Duration::from_secs(5), http_task).await;
     tracing::info!("capmox-controller stopped");
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_kubeconfig_is_named_once() {
+        let path = std::path::Path::new("/nonexistent/capmox-kubeconfig");
+        let Err(e) = kube_client(Some(path)).await else {
+            panic!("a missing kubeconfig was accepted");
+        };
+        let e = e.to_string();
+        assert!(
+            e.starts_with("kubeconfig: /nonexistent/capmox-kubeconfig: cannot read the file: "),
+            "{e}"
+        );
+        assert_eq!(e.matches("capmox-kubeconfig").count(), 1, "{e}");
+    }
 }

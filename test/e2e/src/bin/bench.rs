@@ -24,8 +24,8 @@ struct Args {
     /// List the scenarios and exit.
     #[arg(long)]
     list: bool,
-    /// Simulator and controller time scale (0.25: a 60 s clone takes 15 s).
-    /// Proxmox's durations shrink with it, the controller's and the
+    /// Simulator and controller time scale, a number greater than 0 and at
+    /// most 100 (0.25: a 60 s clone takes 15 s). Proxmox's durations shrink with it, the controller's and the
     /// simulators' own latencies do not: a smaller scale runs faster but
     /// magnifies those overheads in the ratio (in simulated seconds).
     #[arg(long, default_value_t = 0.25, allow_negative_numbers = true, value_parser = capmox_e2e::env::parse_time_scale)]

@@ -18,8 +18,8 @@ struct Args {
     /// Leave everything running at the end and print a kubeconfig for kubectl.
     #[arg(long)]
     keep: bool,
-    /// Simulator time scale, a number > 0 (0.1: a 60 s clone takes 6 s);
-    /// realistic proportions either way.
+    /// Simulator time scale, a number greater than 0 and at most 100 (0.1: a
+    /// 60 s clone takes 6 s); realistic proportions either way.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true, value_parser = capmox_e2e::env::parse_time_scale)]
     time_scale: f64,
     /// Workers per datacenter after the scale-up (0 shows a scale-down).
