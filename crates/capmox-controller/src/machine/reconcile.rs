@@ -170,7 +170,7 @@ fn waiting_for(end: &End) -> Option<Phase> {
         End::More => return Some(Phase::Queue),
         End::Wait(w) => w,
     };
-    Phase::of_wait(w.until)
+    Phase::of_wait(w.until, &w.reason)
 }
 
 async fn run_machine(

@@ -108,11 +108,37 @@ pub async fn kube_client(
                 .await
                 .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
         }
-        None => kube::Config::infer()
-            .await
-            .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?,
+        None => {
+            // kube's inference reports a missing `KUBECONFIG` file with its
+            // path quoted twice, after its in-cluster attempt: name it first.
+            if let Some(problem) = std::env::var_os("KUBECONFIG")
+                .and_then(|v| unreadable_kubeconfig(&v.to_string_lossy()))
+            {
+                return Err(ManagerError::Kubeconfig(problem));
+            }
+            kube::Config::infer()
+                .await
+                .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
+        }
     };
     Ok(kube::Client::try_from(config)?)
+}
+
+/// The first file a `KUBECONFIG` value (paths separated by `:`; empty
+/// entries skipped) names that cannot be read, as
+/// `KUBECONFIG names <path>: cannot read the file: <why>`; `None` when all
+/// can be read.
+fn unreadable_kubeconfig(value: &str) -> Option<String> {
+    std::env::split_paths(value)
+        .filter(|p| !p.as_os_str().is_empty())
+        .find_map(|p| {
+            std::fs::File::open(&p).err().map(|e| {
+                format!(
+                    "KUBECONFIG names {}: cannot read the file: {e}",
+                    p.display()
+                )
+            })
+        })
 }
 
 /// This process's identity for the Lease and events: `POD_NAME`, else the
@@ -403,5 +429,22 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.matches("capmox-kubeconfig").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn a_missing_file_named_by_kubeconfig_is_named_once() {
+        let dir = std::env::temp_dir();
+        let readable = dir.join(format!("capmox-kc-{}", std::process::id()));
+        std::fs::write(&readable, "apiVersion: v1").unwrap();
+        let value = format!("{}::/nonexistent/capmox-kc", readable.display());
+        let problem = unreadable_kubeconfig(&value).expect("the missing file is found");
+        assert!(
+            problem.starts_with("KUBECONFIG names /nonexistent/capmox-kc: cannot read the file: "),
+            "{problem}"
+        );
+        assert_eq!(problem.matches("capmox-kc").count(), 1, "{problem}");
+        assert_eq!(unreadable_kubeconfig(&readable.display().to_string()), None);
+        assert_eq!(unreadable_kubeconfig(""), None);
+        std::fs::remove_file(&readable).unwrap();
     }
 }

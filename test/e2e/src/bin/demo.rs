@@ -23,7 +23,7 @@ struct Args {
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true, value_parser = capmox_e2e::env::parse_time_scale)]
     time_scale: f64,
     /// Workers per datacenter after the scale-up (0 shows a scale-down).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(i32).range(0..=100))]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true, value_parser = clap::value_parser!(i32).range(0..=100))]
     workers: i32,
     /// kube-sim port (0: any free port).
     #[arg(long, default_value_t = 0)]

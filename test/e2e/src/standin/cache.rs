@@ -199,6 +199,9 @@ pub struct Caches {
     /// Every Machine in scope (the Cluster controller's reflector; a
     /// reflector store drops deleted objects, so it can count them).
     pub all_machines: std::sync::OnceLock<kube::runtime::reflector::Store<Machine>>,
+    /// The IPAddresses the IPAM claim controller knows (its reflector's
+    /// store and its unseen creations).
+    pub addresses: super::ip_addresses::Known,
 }
 
 impl<K> Seen<K>

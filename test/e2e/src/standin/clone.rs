@@ -6,6 +6,7 @@
 //! Source: CAPI `controllers/external/util.go`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DynamicObject, ObjectMeta, PostParams};
@@ -38,8 +39,9 @@ pub async fn get(ctx: &Ctx, namespace: &str, r: &ContractRef) -> Result<Option<D
 }
 
 /// The object a reference names as a watch last delivered it
-/// ([`super::cache`]), else from the API server (`None` when it does not
-/// exist). For paths that must notice a deletion, use [`get`].
+/// ([`super::cache`]; shared, not copied), else from the API server (`None`
+/// when it does not exist). For paths that must notice a deletion, use
+/// [`get`].
 ///
 /// # Errors
 /// As [`get`].
@@ -47,15 +49,15 @@ pub async fn get_seen(
     ctx: &Ctx,
     namespace: &str,
     r: &ContractRef,
-) -> Result<Option<DynamicObject>> {
+) -> Result<Option<Arc<DynamicObject>>> {
     if let Some(obj) = ctx
         .seen
         .objects
         .get(&r.api_group, &r.kind, namespace, &r.name)
     {
-        return Ok(Some((*obj).clone()));
+        return Ok(Some(obj));
     }
-    get(ctx, namespace, r).await
+    Ok(get(ctx, namespace, r).await?.map(Arc::new))
 }
 
 /// A field by JSON pointer (`/status/initialization/provisioned`).

@@ -20,7 +20,9 @@
 //!   then the claim's finalizer.
 //!
 //! Allocation runs with concurrency 1 (as the real provider) and reads
-//! addresses straight from the API server, so two claims never get one address.
+//! addresses from its watch's store, with each allocation recorded before
+//! its IPAddress is created ([`super::ip_addresses`]), so two claims never
+//! get one address. A pool's deletion LISTs the addresses from the API server.
 //! An allocated claim is looked at again only when it or its address changes;
 //! the periodic safety net (`StandInOptions::resync`) re-queues only claims
 //! still waiting, so a busy stand-in serves every claim in turn.
@@ -40,15 +42,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::{Action, Config, Controller};
-use kube::runtime::reflector::ObjectRef;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 
 use super::meta::{
     self, CLUSTER_NAME_LABEL, PROTECT_ADDRESS_FINALIZER, PROTECT_POOL_FINALIZER,
     RELEASE_ADDRESS_FINALIZER, is_deleting,
 };
-use super::{Ctx, error_policy, ticker};
+use super::{Ctx, error_policy, ip_addresses, ticker};
 use crate::crds::Cluster;
 use crate::crds::ipam::{
     IN_CLUSTER_IP_POOL, IPAM_GROUP, IPAddress, IPAddressClaim, InClusterIPPool,
@@ -73,17 +75,43 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
     let by_pool = store.clone();
     let by_pool2 = store.clone();
     let resync = store.clone();
+    // The addresses through a reflector: allocations read its store
+    // (`super::ip_addresses`), and its events wake the owning claim and the
+    // claims waiting on the pool.
+    let (address_store, address_writer) = reflector::store::<IPAddress>();
+    ctx.seen.addresses.set_store(address_store);
+    let addresses = reflector::reflector(
+        address_writer,
+        watcher(ctx.scoped::<IPAddress>(), wc.clone()).default_backoff(),
+    )
+    .touched_objects();
     controller
-        .owns(ctx.scoped::<IPAddress>(), wc.clone())
-        .watches(ctx.scoped::<IPAddress>(), wc.clone(), move |a| {
+        .watches_stream(addresses, move |a: IPAddress| {
             let ns = a.namespace();
             let pool = a.spec.pool_ref.clone();
-            by_pool
-                .state()
+            let owner = a
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .find(|o| o.controller == Some(true) && o.kind == "IPAddressClaim")
+                .map(|o| {
+                    let r = ObjectRef::<IPAddressClaim>::new(&o.name);
+                    match &ns {
+                        Some(ns) => r.within(ns),
+                        None => r,
+                    }
+                });
+            owner
                 .into_iter()
-                .filter(|c| c.namespace() == ns && c.spec.pool_ref == pool)
-                .filter(|c| waiting(c))
-                .map(|c| ObjectRef::from_obj(&*c))
+                .chain(
+                    by_pool
+                        .state()
+                        .into_iter()
+                        .filter(|c| c.namespace() == ns && c.spec.pool_ref == pool)
+                        .filter(|c| waiting(c))
+                        .map(|c| ObjectRef::from_obj(&*c)),
+                )
                 .collect::<Vec<_>>()
         })
         .watches(ctx.scoped::<InClusterIPPool>(), wc.clone(), move |p| {
@@ -172,7 +200,7 @@ fn cluster_of(claim: &IPAddressClaim) -> Option<String> {
         .or_else(|| meta::label(&claim.metadata, CLUSTER_NAME_LABEL).map(str::to_string))
 }
 
-/// Every IPAddress in `ns` allocated from `pool`.
+/// Every IPAddress in `ns` allocated from `pool`, LISTed from the API server.
 async fn addresses_of(ctx: &Ctx, ns: &str, pool: &PoolRef) -> Result<Vec<IPAddress>> {
     Ok(ctx
         .api::<IPAddress>(ns)
@@ -184,11 +212,16 @@ async fn addresses_of(ctx: &Ctx, ns: &str, pool: &PoolRef) -> Result<Vec<IPAddre
         .collect())
 }
 
-/// The addresses of `list` as a set (unparseable ones are skipped).
-fn in_use(list: &[IPAddress]) -> BTreeSet<IpAddr> {
-    list.iter()
-        .filter_map(|a| a.spec.address.parse().ok())
-        .collect()
+/// The addresses of `pool` in `ns` in use: from the claim controller's
+/// store once it is ready, else LISTed.
+async fn in_use_of(ctx: &Ctx, ns: &str, pool: &PoolRef) -> Result<BTreeSet<IpAddr>> {
+    Ok(match ctx.seen.addresses.ready() {
+        Some(store) => {
+            let stored = store.state_filter(|a| ip_addresses::names_pool(a, ns, pool));
+            ip_addresses::in_use(stored.iter().map(|a| &**a), ns, pool)
+        }
+        None => ip_addresses::in_use(&addresses_of(ctx, ns, pool).await?, ns, pool),
+    })
 }
 
 async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action> {
@@ -234,13 +267,19 @@ async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
     let mut status = current.clone();
     let addresses: Api<IPAddress> = ctx.api(&ns);
     let name = claim.name_any();
-    if addresses.get_opt(&name).await?.is_none() {
-        let used = addresses_of(&ctx, &ns, &claim.spec.pool_ref).await?;
+    let Some(store) = ctx.seen.addresses.ready() else {
+        return Ok(ctx.poll());
+    };
+    if !ctx.seen.addresses.exists(&ns, &name) {
         let parsed = ipam::Pool::parse(&pool.name_any(), &pool.spec.to_pool_spec());
         let free = match parsed {
-            Ok(p) => p
-                .first_free(&in_use(&used))
-                .map_err(|e| (POOL_EXHAUSTED, e.to_string())),
+            Ok(p) => ctx
+                .seen
+                .addresses
+                .allocate(store, &ns, &name, &claim.spec.pool_ref, |used| {
+                    p.first_free(used)
+                        .map_err(|e| (POOL_EXHAUSTED, e.to_string()))
+                }),
             Err(problems) => Err((
                 "AllocationFailed",
                 problems
@@ -257,8 +296,13 @@ async fn reconcile_claim(obj: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                     Ok(_) => {
                         tracing::info!(claim = %name, address = %addr, "allocated");
                     }
-                    Err(kube::Error::Api(s)) if s.code == 409 => return Ok(ctx.poll()),
-                    Err(e) => return Err(e.into()),
+                    Err(e) => {
+                        ctx.seen.addresses.forget(&ns, &name);
+                        return match e {
+                            kube::Error::Api(s) if s.code == 409 => Ok(ctx.poll()),
+                            e => Err(e.into()),
+                        };
+                    }
                 }
             }
             Err((reason, message)) => {
@@ -327,6 +371,7 @@ async fn release(ctx: &Ctx, api: &Api<IPAddressClaim>, claim: &IPAddressClaim) -
         meta::remove_finalizer(&addresses, &addr.metadata, PROTECT_ADDRESS_FINALIZER).await?;
         meta::delete_ignoring_missing(&addresses, &claim.name_any()).await?;
     }
+    ctx.seen.addresses.forget(&ns, &claim.name_any());
     meta::remove_finalizer(api, &claim.metadata, RELEASE_ADDRESS_FINALIZER).await?;
     Ok(Action::await_change())
 }
@@ -342,9 +387,9 @@ async fn reconcile_pool(obj: Arc<InClusterIPPool>, ctx: Arc<Ctx>) -> Result<Acti
         kind: IN_CLUSTER_IP_POOL.into(),
         name: pool.name_any(),
     };
-    let used = addresses_of(&ctx, &ns, &pool_ref).await?;
     if is_deleting(&pool.metadata) {
-        if used.is_empty() {
+        // Exact, not from a cache: the finalizer goes only when no address is left.
+        if addresses_of(&ctx, &ns, &pool_ref).await?.is_empty() {
             meta::remove_finalizer(&api, &pool.metadata, PROTECT_POOL_FINALIZER).await?;
             return Ok(Action::await_change());
         }
@@ -356,7 +401,7 @@ async fn reconcile_pool(obj: Arc<InClusterIPPool>, ctx: Arc<Ctx>) -> Result<Acti
     let Ok(parsed) = ipam::Pool::parse(&pool.name_any(), &pool.spec.to_pool_spec()) else {
         return Ok(ctx.idle());
     };
-    let usage = parsed.usage(&in_use(&used));
+    let usage = parsed.usage(&in_use_of(&ctx, &ns, &pool_ref).await?);
     let count = |n: u128| i64::try_from(n).unwrap_or(i64::MAX);
     let status = InClusterIpPoolStatus {
         ip_addresses: Some(PoolCounts {

@@ -25,6 +25,7 @@ pub mod bootstrap;
 pub mod cache;
 pub mod clone;
 pub mod cluster;
+pub mod ip_addresses;
 pub mod ipam;
 pub mod kcp;
 pub mod kinds;

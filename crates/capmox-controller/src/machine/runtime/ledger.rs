@@ -27,6 +27,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::machine::decide::{Operation, Until};
+use crate::reasons::Reason;
 
 /// What a machine's time is spent for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -52,9 +53,9 @@ impl Lifecycle {
 pub enum Phase {
     /// Due (its requeue time came, or a wake), waiting for a worker.
     Queue,
-    /// Waiting for a watched Kubernetes object (owner Machine, bootstrap
-    /// data, IP addresses, the Cluster's infrastructure).
-    Objects,
+    /// Waiting for a watched Kubernetes object: which one, when the wait's
+    /// reason says ([`Awaited`]).
+    Objects(Awaited),
     /// In line for a clone slot of its template.
     CloneSlot,
     /// A Proxmox lock on the VM expected to go away soon.
@@ -80,12 +81,42 @@ pub enum Phase {
     Controller,
 }
 
+/// The Kubernetes object a machine waits for (the `objects_*` phases).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Awaited {
+    /// Its owner Machine (set by CAPI's Machine controller).
+    Owner,
+    /// The Cluster, its ProxmoxCluster, or the Cluster's infrastructure.
+    Cluster,
+    /// The Machine's bootstrap data Secret.
+    BootstrapData,
+    /// The IPAM provider's addresses for its claims.
+    IpAddresses,
+    /// Anything else (a spec to fix, a pool to create, …).
+    Other,
+}
+
+impl Awaited {
+    /// What a wait for a change with `reason` waits for.
+    pub fn of(reason: &Reason) -> Awaited {
+        match reason {
+            Reason::WaitingForOwner => Awaited::Owner,
+            Reason::WaitingForCluster
+            | Reason::WaitingForProxmoxCluster
+            | Reason::WaitingForClusterInfrastructure => Awaited::Cluster,
+            Reason::WaitingForBootstrapData(_) => Awaited::BootstrapData,
+            Reason::WaitingForIpAddresses(_) => Awaited::IpAddresses,
+            _ => Awaited::Other,
+        }
+    }
+}
+
 impl Phase {
-    /// What a machine waits for after a reconcile that waits `until`
-    /// (`None`: nothing, it is provisioned and well).
-    pub fn of_wait(until: Until) -> Option<Phase> {
+    /// What a machine waits for after a reconcile that waits `until` for
+    /// `reason` (`None`: nothing, it is provisioned and well).
+    pub fn of_wait(until: Until, reason: &Reason) -> Option<Phase> {
         Some(match until {
-            Until::Change => Phase::Objects,
+            Until::Change => Phase::Objects(Awaited::of(reason)),
             Until::Task(op) => Phase::Task(op),
             Until::Boot => Phase::Agent,
             Until::After(_) => Phase::Bootstrap,
@@ -100,7 +131,11 @@ impl Phase {
     pub fn label(self) -> String {
         match self {
             Phase::Queue => "queue".into(),
-            Phase::Objects => "objects".into(),
+            Phase::Objects(Awaited::Owner) => "objects_owner".into(),
+            Phase::Objects(Awaited::Cluster) => "objects_cluster".into(),
+            Phase::Objects(Awaited::BootstrapData) => "objects_bootstrap_data".into(),
+            Phase::Objects(Awaited::IpAddresses) => "objects_ip_addresses".into(),
+            Phase::Objects(Awaited::Other) => "objects".into(),
             Phase::CloneSlot => "clone_slot".into(),
             Phase::VmLock => "vm_lock".into(),
             Phase::Task(op) => format!("task_{}", op.as_str()),
@@ -353,7 +388,7 @@ mod tests {
         // Waiting for a watched object (no due time): all of it is that wait.
         let objects = Waiting {
             lifecycle: Lifecycle::Create,
-            phase: Phase::Objects,
+            phase: Phase::Objects(Awaited::Other),
         };
         l.end(
             "ns/m",
@@ -368,7 +403,7 @@ mod tests {
             r,
             vec![Share {
                 lifecycle: Lifecycle::Create,
-                phase: Phase::Objects,
+                phase: Phase::Objects(Awaited::Other),
                 time: ms(500),
             }]
         );
@@ -399,24 +434,38 @@ mod tests {
 
     #[test]
     fn what_a_wait_is_booked_to() {
+        let idle = Reason::NotPaused;
         assert_eq!(
-            Phase::of_wait(Until::Task(Operation::Start)),
+            Phase::of_wait(Until::Task(Operation::Start), &idle),
             Some(Phase::Task(Operation::Start))
         );
-        assert_eq!(Phase::of_wait(Until::Slot), Some(Phase::CloneSlot));
-        assert_eq!(Phase::of_wait(Until::Boot), Some(Phase::Agent));
-        assert_eq!(Phase::of_wait(Until::Soon), Some(Phase::VmLock));
-        assert_eq!(Phase::of_wait(Until::Change), Some(Phase::Objects));
+        assert_eq!(Phase::of_wait(Until::Slot, &idle), Some(Phase::CloneSlot));
+        assert_eq!(Phase::of_wait(Until::Boot, &idle), Some(Phase::Agent));
+        assert_eq!(Phase::of_wait(Until::Soon, &idle), Some(Phase::VmLock));
         assert_eq!(
-            Phase::of_wait(Until::After(Duration::from_secs(5))),
+            Phase::of_wait(Until::Change, &Reason::WaitingForOwner),
+            Some(Phase::Objects(Awaited::Owner))
+        );
+        assert_eq!(
+            Phase::of_wait(Until::Change, &Reason::WaitingForIpAddresses("x".into())),
+            Some(Phase::Objects(Awaited::IpAddresses))
+        );
+        assert_eq!(
+            Phase::of_wait(Until::Change, &Reason::InvalidSpec("x".into()))
+                .map(Phase::label)
+                .as_deref(),
+            Some("objects")
+        );
+        assert_eq!(
+            Phase::of_wait(Until::After(Duration::from_secs(5)), &idle),
             Some(Phase::Bootstrap)
         );
-        assert_eq!(Phase::of_wait(Until::Backoff), Some(Phase::Retry));
+        assert_eq!(Phase::of_wait(Until::Backoff, &idle), Some(Phase::Retry));
         assert_eq!(
-            Phase::of_wait(Until::Retry(Duration::from_secs(1))),
+            Phase::of_wait(Until::Retry(Duration::from_secs(1)), &idle),
             Some(Phase::Retry)
         );
-        assert_eq!(Phase::of_wait(Until::Steady), None);
+        assert_eq!(Phase::of_wait(Until::Steady, &idle), None);
     }
 
     #[test]
