@@ -8,7 +8,7 @@ use crate::support::machine as support;
 use capmox_controller::api::ProxmoxMachineSpec;
 use capmox_controller::api::machine::{DiskSize, Disks};
 use kube::ResourceExt;
-use kube::api::ListParams;
+use kube::api::{DeleteParams, ListParams};
 use support::*;
 
 fn spec() -> ProxmoxMachineSpec {
@@ -132,8 +132,35 @@ async fn provisions_then_deletes_one_machine() {
         .sum();
     assert_eq!(writes, 0, "{:?}", calls.by_endpoint);
 
-    w.delete_and_drive("wl1-md-0-abcde").await;
+    // The deletion, in two parts: up to the destroy request, then to the end.
+    w.machines()
+        .delete("wl1-md-0-abcde", &DeleteParams::default())
+        .await
+        .unwrap();
+    let sim = w.pve("dc-a");
+    const DESTROY: (&str, &str) = ("DELETE", "/nodes/{node}/qemu/{vmid}");
+    w.drive("wl1-md-0-abcde", 200, |_| {
+        sim.calls().count(DESTROY.0, DESTROY.1) > 0
+    })
+    .await;
+    sim.reset_calls();
+    w.drive("wl1-md-0-abcde", 200, |m| m.is_none()).await;
     assert!(w.pve("dc-a").vm(100).is_none(), "VM destroyed");
+    // The destroy's end came from the instance's listing (the VM left it),
+    // not from a task read (docs/proxmox-semantics.md §10).
+    let after = sim.calls();
+    assert!(
+        after.count("GET", "/cluster/resources") > 0,
+        "{:?}",
+        after.by_endpoint
+    );
+    assert_eq!(
+        after.count("GET", "/nodes/{node}/tasks")
+            + after.count("GET", "/nodes/{node}/tasks/{upid}/status"),
+        0,
+        "{:?}",
+        after.by_endpoint
+    );
     assert!(
         w.claims()
             .list(&ListParams::default())

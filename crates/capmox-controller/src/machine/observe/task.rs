@@ -5,7 +5,9 @@
 //!
 //! A task's end is read from its node's task list, one read shared by every
 //! task awaited on that node ([`crate::machine::runtime::node_tasks`]), or
-//! directly once it runs well past its expected end. While the requeue that
+//! directly once it runs well past its expected end. A destroy's end is
+//! read from the instance's listing instead, which every machine of the
+//! instance shares (the VM leaves it when the destroy finishes). While the requeue that
 //! reads its end is not due yet (a watched object woke the machine early),
 //! the task is taken as running without asking Proxmox.
 
@@ -72,7 +74,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
         adopt(run, &inst, &upid, op);
     }
     let memo = run.rt().memo(&run.me.uid);
-    let fact = match result(run, &inst, &upid, &memo, known_end).await {
+    let fact = match result(run, &inst, &upid, op, &memo, known_end).await {
         Ok(outcome) => {
             if outcome.warnings > 0 {
                 run.event(
@@ -196,6 +198,33 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
     }
 }
 
+/// Whether destroy task `upid` has ended, from the instance's listing: the
+/// VM leaves `/cluster/resources` when its destroy task finishes
+/// (docs/proxmox-semantics.md §10), so a listing fetched after the destroy
+/// was issued that lacks the VMID proves the end (`Some(true)`), and one
+/// that lists it says the task still runs (`Some(false)`; a failed destroy
+/// leaves the VM listed, and is read from the task's own status once it
+/// runs [`DIRECT_AFTER_LATE_POLLS`] polls late). One listing serves every
+/// machine of the instance, where a node's task list serves one node.
+/// `None` when the listing cannot be read or the VMID is not known (the
+/// task list decides).
+async fn destroyed(run: &Run<'_>, inst: &Instance, upid: &Upid, memo: &Memo) -> Option<bool> {
+    let t = memo.task.as_ref().filter(|t| t.upid == upid.as_str())?;
+    let vmid = t.vmid.or_else(|| upid.id().parse().ok())?;
+    match run
+        .rt()
+        .resources
+        .get(&inst.identity, inst.api.as_ref(), Some(t.since))
+        .await
+    {
+        Ok(listing) => Some(listing.vm(vmid).is_none()),
+        Err(e) => {
+            tracing::debug!(error = %e, "the listing cannot be read; reading the destroy task's end from its node");
+            None
+        }
+    }
+}
+
 /// How task `upid` stands: its end as a node's task list showed it
 /// (`known_end`, or one list read shared by every task of the node), else
 /// its own status read — for a task the list does not show, when the list
@@ -211,10 +240,30 @@ async fn result(
     run: &Run<'_>,
     inst: &Instance,
     upid: &Upid,
+    op: Operation,
     memo: &Memo,
     known_end: Option<String>,
 ) -> Result<TaskOutcome, PveError> {
     let late = memo.task.as_ref().map_or(0, |t| t.late_polls);
+    if op == Operation::Destroy
+        && known_end.is_none()
+        && late < DIRECT_AFTER_LATE_POLLS
+        && let Some(gone) = destroyed(run, inst, upid, memo).await
+    {
+        return if gone {
+            Ok(TaskOutcome {
+                upid: upid.clone(),
+                exitstatus: "OK".into(),
+                warnings: 0,
+            })
+        } else {
+            Err(PveError::TaskPending {
+                instance: inst.api.instance().to_string(),
+                upid: upid.clone(),
+                waited: Duration::ZERO,
+            })
+        };
+    }
     let exit = match known_end {
         Some(e) => Some(e),
         None if late >= DIRECT_AFTER_LATE_POLLS => None,
