@@ -43,6 +43,7 @@ use futures::StreamExt;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::runtime::controller::{Action, Config, Controller};
 use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{Predicate, PredicateConfig, predicates};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource, ResourceExt};
 
@@ -85,6 +86,13 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
         watcher(ctx.scoped::<IPAddress>(), wc.clone()).default_backoff(),
     )
     .touched_objects();
+    let pools = watcher(ctx.scoped::<InClusterIPPool>(), wc.clone())
+        .default_backoff()
+        .applied_objects()
+        .predicate_filter(
+            predicates::generation.combine(predicates::annotations),
+            PredicateConfig::default(),
+        );
     controller
         .watches_stream(addresses, move |a: IPAddress| {
             let ns = a.namespace();
@@ -102,19 +110,27 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
                         None => r,
                     }
                 });
+            // Only an address going away frees room for the claims still
+            // waiting; a new or changed one does not (waking every waiting
+            // claim on each allocation made the single worker's queue grow
+            // with the square of the claims).
+            let going = a.metadata.deletion_timestamp.is_some();
             owner
                 .into_iter()
                 .chain(
                     by_pool
                         .state()
                         .into_iter()
+                        .filter(|_| going)
                         .filter(|c| c.namespace() == ns && c.spec.pool_ref == pool)
                         .filter(|c| waiting(c))
                         .map(|c| ObjectRef::from_obj(&*c)),
                 )
                 .collect::<Vec<_>>()
         })
-        .watches(ctx.scoped::<InClusterIPPool>(), wc.clone(), move |p| {
+        // A pool's spec or annotations (its pause), not its status: the pool
+        // controller rewrites the status after each allocation.
+        .watches_stream(pools, move |p: InClusterIPPool| {
             let ns = p.namespace();
             let name = p.name_any();
             by_pool2
