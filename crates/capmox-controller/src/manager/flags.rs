@@ -117,7 +117,7 @@ pub struct Flags {
     /// times) by this factor. Timeouts of real requests (`--pve-timeout`,
     /// `--probe-timeout`) are wall-clock limits and are not scaled.
     /// A number greater than 0 and at most 100.
-    #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0, value_parser = parse_time_scale)]
+    #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_time_scale)]
     pub time_scale: f64,
 
     /// Re-probe period of healthy Proxmox instances.
@@ -316,6 +316,15 @@ mod tests {
                 "{bad}"
             );
         }
+        // `--time-scale -1` (a separate value) gets the range, not
+        // "unexpected argument".
+        let e = Flags::try_parse_from(["capmox-controller", "--time-scale", "-1"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("out of range; give a number greater than 0"),
+            "{e}"
+        );
         for bad in ["abc", "NaN"] {
             let e = parse_time_scale(bad).unwrap_err();
             assert!(e.starts_with("not a number;"), "{bad}: {e}");
