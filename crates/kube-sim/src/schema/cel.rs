@@ -50,33 +50,32 @@ impl std::fmt::Debug for CelRules {
     }
 }
 
-fn has_rules(schema: &Value) -> bool {
+/// Whether `schema` holds a rule (an `x-kubernetes-validations` entry) for
+/// which `pred` holds, at any depth.
+fn any_rule(schema: &Value, pred: &dyn Fn(&Value) -> bool) -> bool {
     match schema {
-        Value::Object(m) => m.contains_key("x-kubernetes-validations") || m.values().any(has_rules),
-        Value::Array(a) => a.iter().any(has_rules),
+        Value::Object(m) => {
+            m.get("x-kubernetes-validations")
+                .and_then(Value::as_array)
+                .is_some_and(|rules| rules.iter().any(pred))
+                || m.values().any(|v| any_rule(v, pred))
+        }
+        Value::Array(a) => a.iter().any(|v| any_rule(v, pred)),
         _ => false,
     }
 }
 
-/// Whether a rule in `schema` reads `oldSelf`.
+fn has_rules(schema: &Value) -> bool {
+    any_rule(schema, &|_| true)
+}
+
+/// Whether a rule in `schema` reads `oldSelf` (a transition rule).
 fn has_transition_rule(schema: &Value) -> bool {
-    match schema {
-        Value::Object(m) => {
-            let here = m
-                .get("x-kubernetes-validations")
-                .and_then(Value::as_array)
-                .is_some_and(|rules| {
-                    rules.iter().any(|r| {
-                        r.get("rule")
-                            .and_then(Value::as_str)
-                            .is_some_and(|t| t.contains("oldSelf"))
-                    })
-                });
-            here || m.values().any(has_transition_rule)
-        }
-        Value::Array(a) => a.iter().any(has_transition_rule),
-        _ => false,
-    }
+    any_rule(schema, &|r| {
+        r.get("rule")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.contains("oldSelf"))
+    })
 }
 
 impl CelRules {

@@ -69,10 +69,18 @@ impl Known {
             .is_some_and(|s| s.get(&ObjectRef::new(name).within(namespace)).is_some())
     }
 
+    /// The addresses of `pool` in `namespace` in use: every stored
+    /// IPAddress naming the pool and every unseen creation; `None` before
+    /// the store is ready.
+    pub fn in_use(&self, namespace: &str, pool: &PoolRef) -> Option<BTreeSet<IpAddr>> {
+        let store = self.ready()?;
+        Some(used(store, &mut self.lock(), namespace, pool))
+    }
+
     /// Chooses an address of `pool` in `namespace` for IPAddress `name` with
-    /// `pick` (given the addresses in use: every stored IPAddress naming the
-    /// pool and every unseen creation) and records the choice, both under
-    /// one lock. `store` is the ready store ([`Known::ready`]).
+    /// `pick` (given the addresses in use, as [`Known::in_use`]) and records
+    /// the choice, both under one lock. `store` is the ready store
+    /// ([`Known::ready`]).
     ///
     /// # Errors
     /// What `pick` returns; nothing is recorded then.
@@ -85,16 +93,7 @@ impl Known {
         pick: impl FnOnce(&BTreeSet<IpAddr>) -> Result<IpAddr, E>,
     ) -> Result<IpAddr, E> {
         let mut unseen = self.lock();
-        unseen.retain(|(ns, n), _| store.get(&ObjectRef::new(n).within(ns)).is_none());
-        let stored = store.state_filter(|a| names_pool(a, namespace, pool));
-        let mut used = in_use(stored.iter().map(|a| &**a), namespace, pool);
-        used.extend(
-            unseen
-                .iter()
-                .filter(|((ns, _), (p, _))| ns == namespace && p == pool)
-                .map(|(_, (_, a))| *a),
-        );
-        let addr = pick(&used)?;
+        let addr = pick(&used(store, &mut unseen, namespace, pool))?;
         unseen.insert(
             (namespace.to_string(), name.to_string()),
             (pool.clone(), addr),
@@ -113,20 +112,32 @@ impl Known {
     }
 }
 
-/// Whether `a` is in `namespace` and names `pool`.
-pub fn names_pool(a: &IPAddress, namespace: &str, pool: &PoolRef) -> bool {
-    a.metadata.namespace.as_deref() == Some(namespace) && &a.spec.pool_ref == pool
-}
-
-/// The addresses of `list` in `namespace` naming `pool`, as a set
-/// (unparseable ones are skipped).
-pub fn in_use<'a>(
-    list: impl IntoIterator<Item = &'a IPAddress>,
+/// The addresses in use in `pool` of `namespace`: the stored ones naming
+/// it and the unseen creations (those the store shows now are dropped from
+/// `unseen`).
+fn used(
+    store: &Store<IPAddress>,
+    unseen: &mut HashMap<Key, (PoolRef, IpAddr)>,
     namespace: &str,
     pool: &PoolRef,
 ) -> BTreeSet<IpAddr> {
+    unseen.retain(|(ns, n), _| store.get(&ObjectRef::new(n).within(ns)).is_none());
+    let stored = store.state_filter(|a| {
+        a.metadata.namespace.as_deref() == Some(namespace) && &a.spec.pool_ref == pool
+    });
+    let mut used = parsed(stored.iter().map(|a| &**a));
+    used.extend(
+        unseen
+            .iter()
+            .filter(|((ns, _), (p, _))| ns == namespace && p == pool)
+            .map(|(_, (_, a))| *a),
+    );
+    used
+}
+
+/// The addresses of `list` as a set (unparseable ones are skipped).
+pub fn parsed<'a>(list: impl IntoIterator<Item = &'a IPAddress>) -> BTreeSet<IpAddr> {
     list.into_iter()
-        .filter(|a| names_pool(a, namespace, pool))
         .filter_map(|a| a.spec.address.parse().ok())
         .collect()
 }
@@ -201,6 +212,16 @@ mod tests {
         let e = known.allocate(&store, "ns", "e", &pool("p"), lowest_free);
         assert_eq!(e, Ok(IpAddr::from([10, 0, 0, 4])));
         assert_eq!(known.lock().len(), 1, "only e is unseen");
+        let in_use: Vec<IpAddr> = known
+            .in_use("ns", &pool("p"))
+            .expect("ready")
+            .into_iter()
+            .collect();
+        assert_eq!(
+            in_use,
+            [1, 2, 3, 4].map(|i| IpAddr::from([10, 0, 0, i])).to_vec(),
+            "stored a, d, c and unseen e"
+        );
 
         // A refused choice records nothing.
         let full = known.allocate(&store, "ns", "f", &pool("p"), |_| Err::<IpAddr, _>("full"));

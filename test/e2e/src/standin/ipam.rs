@@ -115,15 +115,16 @@ pub(crate) async fn run_claims(ctx: Arc<Ctx>) {
             // claim on each allocation made the single worker's queue grow
             // with the square of the claims).
             let going = a.metadata.deletion_timestamp.is_some();
+            let waiting_on_pool = going.then(|| {
+                by_pool
+                    .state_filter(|c| c.namespace() == ns && c.spec.pool_ref == pool && waiting(c))
+            });
             owner
                 .into_iter()
                 .chain(
-                    by_pool
-                        .state()
+                    waiting_on_pool
                         .into_iter()
-                        .filter(|_| going)
-                        .filter(|c| c.namespace() == ns && c.spec.pool_ref == pool)
-                        .filter(|c| waiting(c))
+                        .flatten()
                         .map(|c| ObjectRef::from_obj(&*c)),
                 )
                 .collect::<Vec<_>>()
@@ -228,15 +229,12 @@ async fn addresses_of(ctx: &Ctx, ns: &str, pool: &PoolRef) -> Result<Vec<IPAddre
         .collect())
 }
 
-/// The addresses of `pool` in `ns` in use: from the claim controller's
-/// store once it is ready, else LISTed.
+/// The addresses of `pool` in `ns` in use: as the claim controller knows
+/// them once its store is ready, else LISTed.
 async fn in_use_of(ctx: &Ctx, ns: &str, pool: &PoolRef) -> Result<BTreeSet<IpAddr>> {
-    Ok(match ctx.seen.addresses.ready() {
-        Some(store) => {
-            let stored = store.state_filter(|a| ip_addresses::names_pool(a, ns, pool));
-            ip_addresses::in_use(stored.iter().map(|a| &**a), ns, pool)
-        }
-        None => ip_addresses::in_use(&addresses_of(ctx, ns, pool).await?, ns, pool),
+    Ok(match ctx.seen.addresses.in_use(ns, pool) {
+        Some(used) => used,
+        None => ip_addresses::parsed(&addresses_of(ctx, ns, pool).await?),
     })
 }
 

@@ -76,7 +76,8 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
     let memo = run.rt().memo(&run.me.uid);
     let fact = match result(run, &inst, &upid, op, &memo, known_end).await {
         Ok(outcome) => {
-            if outcome.warnings > 0 {
+            // `None`: a destroy the listing proved ended; no exit status read.
+            if let Some(outcome) = outcome.filter(|o| o.warnings > 0) {
                 run.event(
                     EventKind::Normal,
                     Reason::TaskWarnings(format!(
@@ -231,7 +232,8 @@ async fn destroyed(run: &Run<'_>, inst: &Instance, upid: &Upid, memo: &Memo) -> 
 /// cannot be read, and once the task runs [`DIRECT_AFTER_LATE_POLLS`] polls
 /// past its expected end (the status is computed from the node's live
 /// process table; the list comes from a file a crashed worker may leave
-/// stale).
+/// stale). A destroy's end comes from the listing first ([`destroyed`]):
+/// `Ok(None)`, the task ended OK with no exit status read.
 ///
 /// # Errors
 /// `TaskPending` while it runs, `TaskFailed`, `NotFound` (the node forgot
@@ -243,7 +245,7 @@ async fn result(
     op: Operation,
     memo: &Memo,
     known_end: Option<String>,
-) -> Result<TaskOutcome, PveError> {
+) -> Result<Option<TaskOutcome>, PveError> {
     let late = memo.task.as_ref().map_or(0, |t| t.late_polls);
     if op == Operation::Destroy
         && known_end.is_none()
@@ -251,11 +253,7 @@ async fn result(
         && let Some(gone) = destroyed(run, inst, upid, memo).await
     {
         return if gone {
-            Ok(TaskOutcome {
-                upid: upid.clone(),
-                exitstatus: "OK".into(),
-                warnings: 0,
-            })
+            Ok(None)
         } else {
             Err(PveError::TaskPending {
                 instance: inst.api.instance().to_string(),
@@ -297,14 +295,14 @@ async fn result(
         }
     };
     match exit {
-        Some(e) => inst.api.task_ended(upid, e).await,
+        Some(e) => inst.api.task_ended(upid, e).await.map(Some),
         None => {
             let once = WaitOptions {
                 deadline: Duration::ZERO,
                 initial_interval: Duration::from_millis(1),
                 max_interval: Duration::from_millis(1),
             };
-            inst.api.wait_task(upid, once).await
+            inst.api.wait_task(upid, once).await.map(Some)
         }
     }
 }
