@@ -37,6 +37,36 @@ pub const KEY_FINGERPRINT: &str = "fingerprint";
 /// Key of the optional `insecure` flag.
 pub const KEY_INSECURE: &str = "insecure";
 
+/// Every key [`client_config`] reads; [`keep_credential_keys`] keeps only
+/// these.
+pub const KEYS: [&str; 6] = [
+    KEY_URL,
+    KEY_TOKEN,
+    KEY_SECRET,
+    KEY_ROOT_CA,
+    KEY_FINGERPRINT,
+    KEY_INSECURE,
+];
+
+/// Drops from `secret` what [`client_config`] never reads: every
+/// `data`/`stringData` key not in [`KEYS`], the annotations and the
+/// managed fields. The ProxmoxCluster controller's Secret watch applies it
+/// before storing: the watch sees every Secret of its namespaces, and
+/// without this the store kept every bootstrap data Secret in full (the
+/// machines' cloud-init, growing with the machines). A credentials Secret
+/// keeps exactly what makes its client, so [`client_config`] answers the
+/// same, errors included, for the stripped Secret as for the original.
+pub fn keep_credential_keys(secret: &mut Secret) {
+    if let Some(d) = secret.data.as_mut() {
+        d.retain(|k, _| KEYS.contains(&k.as_str()));
+    }
+    if let Some(d) = secret.string_data.as_mut() {
+        d.retain(|k, _| KEYS.contains(&k.as_str()));
+    }
+    secret.metadata.annotations = None;
+    secret.metadata.managed_fields = None;
+}
+
 /// `namespace/name` of a Secret, for messages.
 pub fn secret_display_name(secret: &Secret) -> String {
     format!(
@@ -176,6 +206,59 @@ mod tests {
             ),
             ..Secret::default()
         }
+    }
+
+    #[test]
+    fn stripping_keeps_what_makes_the_client_and_drops_bootstrap_data() {
+        let cases: [&[(&str, &str)]; 4] = [
+            &[
+                ("url", "https://pve-a.example:8006"),
+                ("token", "capmox@pve!capi"),
+                ("secret", SECRET),
+                ("insecure", "true"),
+                ("notes", "who made this token"),
+            ],
+            &[
+                ("url", "https://pve-a.example:8006"),
+                ("token", "capmox@pve!capi"),
+                ("secret", SECRET),
+                ("fingerprint", "not hex"),
+            ],
+            &[
+                ("url", "https://pve-a.example:8006"),
+                ("token", "capmox@pve!capi"),
+            ],
+            &[
+                ("value", "#cloud-config\nruncmd: [kubeadm join]"),
+                ("format", "cloud-config"),
+            ],
+        ];
+        for pairs in cases {
+            let original = secret(pairs);
+            let mut stripped = original.clone();
+            stripped.metadata.annotations = Some(BTreeMap::from([(
+                "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                "{\"data\":{}}".to_string(),
+            )]));
+            stripped.string_data = Some(BTreeMap::from([("value".to_string(), "x".to_string())]));
+            keep_credential_keys(&mut stripped);
+            assert_eq!(
+                format!("{:?}", client_config("dc-a", &stripped)),
+                format!("{:?}", client_config("dc-a", &original)),
+            );
+            let kept: Vec<&str> = stripped
+                .data
+                .iter()
+                .flatten()
+                .map(|(k, _)| k.as_str())
+                .collect();
+            assert!(kept.iter().all(|k| KEYS.contains(k)), "{kept:?}");
+            assert_eq!(stripped.string_data, Some(BTreeMap::new()));
+            assert_eq!(stripped.metadata.annotations, None);
+        }
+        let mut bootstrap = secret(cases[3]);
+        keep_credential_keys(&mut bootstrap);
+        assert_eq!(bootstrap.data, Some(BTreeMap::new()));
     }
 
     fn err(pairs: &[(&str, &str)]) -> String {

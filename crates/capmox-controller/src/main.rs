@@ -1,6 +1,7 @@
 //! `capmox-controller`: the manager binary. Everything lives in
 //! [`capmox_controller::manager`]; this parses the flags, sets up logging and
-//! maps the outcome to an exit code.
+//! maps the outcome to an exit code (0; 2 for a usage error: a bad flag or
+//! an unusable kubeconfig; 1 for any other failure).
 
 use std::process::ExitCode;
 
@@ -16,6 +17,11 @@ fn main() -> ExitCode {
     }
     match manager::run_blocking(flags) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is_usage() => {
+            // Like clap's own usage errors: a plain line, exit status 2.
+            eprintln!("capmox-controller: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             tracing::error!(error = %e, category = e.category(), "capmox-controller failed");
             ExitCode::FAILURE

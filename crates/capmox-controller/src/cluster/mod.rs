@@ -75,10 +75,13 @@ pub fn controller(shared: Arc<Shared>, stores: Stores) -> impl Future<Output = (
     shared.clients.set_secret_store(secret_store);
     let secrets = reflector(
         secret_writer,
+        // Every Secret of the namespaces, bootstrap data included: only the
+        // credential keys are stored.
         watcher(
             shared.scoped_api::<Secret>(),
             opts.unfiltered_watcher_config(),
-        ),
+        )
+        .modify(crate::credentials::keep_credential_keys),
     )
     .default_backoff()
     .touched_objects();

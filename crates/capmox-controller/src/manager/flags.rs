@@ -57,11 +57,11 @@ pub struct Flags {
     pub webhook_cert_dir: PathBuf,
 
     /// File name of the PEM certificate chain in `--webhook-cert-dir`.
-    #[arg(long, default_value = "tls.crt")]
+    #[arg(long, env = "CAPMOX_WEBHOOK_CERT_NAME", default_value = "tls.crt")]
     pub webhook_cert_name: String,
 
     /// File name of the PEM private key in `--webhook-cert-dir`.
-    #[arg(long, default_value = "tls.key")]
+    #[arg(long, env = "CAPMOX_WEBHOOK_KEY_NAME", default_value = "tls.key")]
     pub webhook_key_name: String,
 
     /// Do not serve webhooks (e.g. running outside the cluster without a
@@ -87,15 +87,30 @@ pub struct Flags {
     pub leader_election_id: String,
 
     /// Leader lease duration.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "15s")]
+    #[arg(
+        long,
+        env = "CAPMOX_LEADER_LEASE_DURATION",
+        value_parser = humantime::parse_duration,
+        default_value = "15s"
+    )]
     pub leader_lease_duration: Duration,
 
     /// The leader steps down when it could not renew for this long.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(
+        long,
+        env = "CAPMOX_LEADER_RENEW_DEADLINE",
+        value_parser = humantime::parse_duration,
+        default_value = "10s"
+    )]
     pub leader_renew_deadline: Duration,
 
     /// Pause between leader election attempts and renewals.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "2s")]
+    #[arg(
+        long,
+        env = "CAPMOX_LEADER_RETRY_PERIOD",
+        value_parser = humantime::parse_duration,
+        default_value = "2s"
+    )]
     pub leader_retry_period: Duration,
 
     /// Log format.
@@ -121,21 +136,41 @@ pub struct Flags {
     pub time_scale: f64,
 
     /// Re-probe period of healthy Proxmox instances.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    #[arg(
+        long,
+        env = "CAPMOX_PROBE_PERIOD",
+        value_parser = humantime::parse_duration,
+        default_value = "60s"
+    )]
     pub probe_period: Duration,
 
     /// First re-probe delay of an unhealthy instance (doubles per failed probe up to `--backoff-max`, jittered).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(
+        long,
+        env = "CAPMOX_PROBE_RETRY",
+        value_parser = humantime::parse_duration,
+        default_value = "10s"
+    )]
     pub probe_retry: Duration,
 
     /// Per-instance probe timeout (all probe calls of one instance; wall-clock,
     /// not scaled by `--time-scale`).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "10s")]
+    #[arg(
+        long,
+        env = "CAPMOX_PROBE_TIMEOUT",
+        value_parser = humantime::parse_duration,
+        default_value = "10s"
+    )]
     pub probe_timeout: Duration,
 
     /// Default timeout of one Proxmox API call (wall-clock, not scaled by
     /// `--time-scale`).
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "60s")]
+    #[arg(
+        long,
+        env = "CAPMOX_PVE_TIMEOUT",
+        value_parser = humantime::parse_duration,
+        default_value = "60s"
+    )]
     pub pve_timeout: Duration,
 
     /// Most clones running at once per (Proxmox cluster, template). The
@@ -146,7 +181,12 @@ pub struct Flags {
     pub clone_concurrency: usize,
 
     /// How long a graceful shutdown may take before in-flight reconciles are dropped.
-    #[arg(long, value_parser = humantime::parse_duration, default_value = "20s")]
+    #[arg(
+        long,
+        env = "CAPMOX_SHUTDOWN_TIMEOUT",
+        value_parser = humantime::parse_duration,
+        default_value = "20s"
+    )]
     pub shutdown_timeout: Duration,
 }
 

@@ -82,6 +82,13 @@ impl ManagerError {
             ManagerError::Webhook(_) => "webhook",
         }
     }
+
+    /// Whether the operator's input is at fault (a kubeconfig that cannot
+    /// be read or used), not the running manager: `main` reports it as a
+    /// usage error, one plain line and exit status 2, like a bad flag.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ManagerError::Kubeconfig(_))
+    }
 }
 
 /// Builds the Kubernetes client: `--kubeconfig`, else kube's inference

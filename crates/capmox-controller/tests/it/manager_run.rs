@@ -142,3 +142,23 @@ async fn manager_serves_leads_reconciles_and_stops() {
     let _ = std::fs::remove_dir_all(&dir);
     env.stop().await;
 }
+
+/// A kubeconfig that cannot be read is the operator's input at fault: the
+/// binary says so in one plain line (no log record) and exits with 2, as
+/// for a bad flag; nothing is served.
+#[test]
+fn an_unreadable_kubeconfig_is_a_usage_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+        .args(["--kubeconfig", "/nonexistent/capmox-kc"])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("capmox-controller: kubeconfig: /nonexistent/capmox-kc: "),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+}

@@ -8,6 +8,12 @@ use std::time::{Duration, Instant};
 use capmox_e2e::bench::{self, BenchOptions, RunOptions, ScenarioResult, report};
 use clap::Parser;
 
+/// mimalloc instead of glibc's malloc: allocation was a third of this
+/// process's CPU (pve-sim, kube-sim and the stand-ins) under glibc
+/// (docs/benchmarks.md, seventh round). The controller it runs keeps glibc's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// The capmox scale benchmark.
 #[derive(Parser, Debug)]
 #[command(

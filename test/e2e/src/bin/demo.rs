@@ -33,6 +33,12 @@ struct Args {
     timeout_secs: u64,
 }
 
+/// mimalloc instead of glibc's malloc: allocation was a third of this
+/// process's CPU (pve-sim, kube-sim and the stand-ins) under glibc
+/// (docs/benchmarks.md, seventh round). The controller it runs keeps glibc's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let _ = tracing_subscriber::fmt()

@@ -6,7 +6,7 @@
 //! management API server (kube-sim serves Node), so `kubectl get nodes`
 //! shows them. The Machine controller matches
 //! `Node.spec.providerID == Machine.spec.providerID` byte for byte. Every
-//! write notifies [`WorkloadNodes::changes`].
+//! write notifies [`WorkloadNodes::changes`] with the Node's providerID.
 //!
 //! The Nodes are written only through this registry (the kubelet stand-in),
 //! so it keeps them in memory: the first [`WorkloadNodes::find_by_provider_id`]
@@ -19,15 +19,20 @@ use futures::Stream;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, broadcast};
 
 use crate::error::Result;
+
+/// How many Node writes a [`WorkloadNodes::changes`] stream may fall
+/// behind before it reports `None` (any Machine) instead of each.
+pub const CHANGES_KEPT: usize = 4096;
 
 /// The registry of the workload cluster's Nodes: `core/v1` Nodes of the API
 /// server behind a client.
 pub struct WorkloadNodes {
     api: Api<Node>,
-    tick: watch::Sender<u64>,
+    /// The `spec.providerID` of each Node written (see [`Self::changes`]).
+    written: broadcast::Sender<Option<String>>,
     /// The Nodes by name, once loaded.
     known: Mutex<Option<BTreeMap<String, Node>>>,
 }
@@ -41,16 +46,17 @@ impl std::fmt::Debug for WorkloadNodes {
 impl WorkloadNodes {
     /// The Nodes of the API server behind `client`.
     pub fn new(client: kube::Client) -> WorkloadNodes {
-        let (tick, _) = watch::channel(0);
+        let (written, _) = broadcast::channel(CHANGES_KEPT);
         WorkloadNodes {
             api: Api::all(client),
-            tick,
+            written,
             known: Mutex::new(None),
         }
     }
 
-    fn notify(&self) {
-        self.tick.send_modify(|t| *t = t.wrapping_add(1));
+    fn notify(&self, provider_id: Option<String>) {
+        // No receiver yet: nobody to wake.
+        let _ = self.written.send(provider_id);
     }
 
     /// Every Node.
@@ -93,6 +99,7 @@ impl WorkloadNodes {
     /// # Errors
     /// [`crate::E2eError::Kube`] for failures other than 409.
     pub async fn create(&self, node: Node) -> Result<()> {
+        let provider_id = node.spec.as_ref().and_then(|s| s.provider_id.clone());
         let mut known = self.known.lock().await;
         match self.api.create(&PostParams::default(), &node).await {
             Ok(created) => {
@@ -113,7 +120,7 @@ impl WorkloadNodes {
             Err(e) => return Err(e.into()),
         }
         drop(known);
-        self.notify();
+        self.notify(provider_id);
         Ok(())
     }
 
@@ -124,21 +131,27 @@ impl WorkloadNodes {
     pub async fn delete(&self, name: &str) -> Result<()> {
         let mut known = self.known.lock().await;
         super::meta::delete_ignoring_missing(&self.api, name).await?;
-        if let Some(k) = known.as_mut() {
-            k.remove(name);
-        }
+        let removed = known.as_mut().and_then(|k| k.remove(name));
         drop(known);
-        self.notify();
+        // Not loaded yet: which Machine it concerned is unknown (`None`).
+        self.notify(removed.and_then(|n| n.spec.and_then(|s| s.provider_id)));
         Ok(())
     }
 
-    /// A stream that yields after every write through this registry
-    /// (coalescing bursts), for `Controller::reconcile_all_on`.
-    pub fn changes(&self) -> impl Stream<Item = ()> + Send + 'static {
-        let rx = self.tick.subscribe();
+    /// A stream with an item for every write through this registry from now
+    /// on: the written Node's `spec.providerID`, so that only the Machine
+    /// with that providerID is woken. `None` when it is not known (a Node
+    /// without one, or removed before the registry loaded it) or when this
+    /// stream fell more than [`CHANGES_KEPT`] writes behind: then any
+    /// Machine may be concerned.
+    pub fn changes(&self) -> impl Stream<Item = Option<String>> + Send + 'static {
+        let rx = self.written.subscribe();
         futures::stream::unfold(rx, |mut rx| async move {
-            rx.changed().await.ok()?;
-            Some(((), rx))
+            match rx.recv().await {
+                Ok(provider_id) => Some((provider_id, rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => Some((None, rx)),
+                Err(broadcast::error::RecvError::Closed) => None,
+            }
         })
     }
 }
@@ -184,7 +197,10 @@ mod tests {
             .create(node("m1", "proxmox://dc-a/1000"))
             .await
             .unwrap();
-        changes.next().await.unwrap();
+        assert_eq!(
+            changes.next().await.unwrap().as_deref(),
+            Some("proxmox://dc-a/1000")
+        );
         // A real Node object, status as registered.
         let stored = Api::<Node>::all(client).get("m1").await.unwrap();
         assert_eq!(
@@ -213,8 +229,18 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+        assert_eq!(
+            changes.next().await.unwrap().as_deref(),
+            Some("proxmox://other")
+        );
         nodes.delete("m1").await.unwrap();
+        // The removed Node's providerID, as it was registered.
+        assert_eq!(
+            changes.next().await.unwrap().as_deref(),
+            Some("proxmox://dc-a/1000")
+        );
         nodes.delete("m1").await.unwrap();
+        assert_eq!(changes.next().await.unwrap(), None);
         assert!(nodes.list().await.unwrap().is_empty());
         assert!(nodes.get("m1").await.unwrap().is_none());
         sim.shutdown().await;
