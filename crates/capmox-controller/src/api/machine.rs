@@ -465,6 +465,14 @@ pub struct ProxmoxMachineStatus {
     /// once the volume is deleted: what the provider must delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap_media: Option<BootstrapMedia>,
+    /// `true`: the last ISO volume recorded in `bootstrapMedia` was deleted
+    /// and its record removed (both in one write), and none was recorded
+    /// since. A new record clears it. Since every upload is recorded
+    /// first, it proves the machine has no ISO left, and its deletion skips
+    /// the sweep of the ISO storages (which finds ISOs recorded by nothing:
+    /// machines of older versions, taken over ones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap_media_deleted: Option<bool>,
     /// The HA resource made for the VM (`vm:<vmid>`), recorded before it is
     /// created and removed once it is deleted: what the provider must delete.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -239,7 +239,8 @@ impl<'a> Run<'a> {
     /// Forgets the bootstrap ISO record `volid` (the volume is gone): in
     /// the status draft, and in the object (a JSON merge patch setting it
     /// to null: the record was written by a merge patch, which the status
-    /// write's server-side apply does not own).
+    /// write's server-side apply does not own). The same write sets
+    /// `status.bootstrapMediaDeleted`: the recorded ISO is proven gone.
     ///
     /// # Errors
     /// As [`Run::merge_patch`].
@@ -251,6 +252,7 @@ impl<'a> Run<'a> {
             .is_some_and(|b| b.volume == volid)
         {
             self.status.bootstrap_media = None;
+            self.status.bootstrap_media_deleted = Some(true);
         }
         let recorded = self
             .machine
@@ -259,8 +261,11 @@ impl<'a> Run<'a> {
             .and_then(|s| s.bootstrap_media.as_ref())
             .is_some_and(|b| b.volume == volid);
         if recorded || self.media_recorded_here.as_deref() == Some(volid) {
-            self.record_status(serde_json::json!({ "status": { "bootstrapMedia": null } }))
-                .await?;
+            self.record_status(serde_json::json!({
+                "status": { "bootstrapMedia": null, "bootstrapMediaDeleted": true }
+            }))
+            .await?;
+            self.status.bootstrap_media_deleted = Some(true);
             self.media_recorded_here = None;
         }
         Ok(())

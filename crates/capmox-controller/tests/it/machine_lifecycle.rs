@@ -105,6 +105,9 @@ async fn provisions_then_deletes_one_machine() {
         ]
     );
     assert_eq!(st.task_ref, None, "the ISO deletion task was awaited");
+    // The record went in the write that proves the ISO deleted.
+    assert_eq!(st.bootstrap_media, None);
+    assert_eq!(st.bootstrap_media_deleted, Some(true));
     assert_eq!(condition(&m, "Ready").map(|c| c.0), Some("True".into()));
     assert_eq!(
         condition(&m, "IPAddressesClaimed").map(|c| c.1),
@@ -157,6 +160,13 @@ async fn provisions_then_deletes_one_machine() {
     assert_eq!(
         after.count("GET", "/nodes/{node}/tasks")
             + after.count("GET", "/nodes/{node}/tasks/{upid}/status"),
+        0,
+        "{:?}",
+        after.by_endpoint
+    );
+    // The status proved the ISO deleted: no sweep of the ISO storages.
+    assert_eq!(
+        after.count("GET", "/nodes/{node}/storage/{storage}/content"),
         0,
         "{:?}",
         after.by_endpoint

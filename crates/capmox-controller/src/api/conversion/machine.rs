@@ -394,6 +394,8 @@ fn network_down(n: &NetworkSpec) -> v2::NetworkSpec {
 fn status_up(s: &v2::ProxmoxMachineStatus) -> ProxmoxMachineStatus {
     ProxmoxMachineStatus {
         ha_resource: None,
+        // The Go provider records no ISO: its deletion sweeps.
+        bootstrap_media_deleted: None,
         initialization: s.initialization.as_ref().map(|i| Initialization {
             provisioned: i.provisioned,
         }),

@@ -47,13 +47,17 @@ pub(super) fn decide(f: &Facts) -> Step {
         if let Some(m) = &f.media_recorded {
             return Step::DeleteMedia(m.clone());
         }
-        // A record lost to a crash still ends clean: sweep the instance's
-        // ISO storages for this machine's UID.
-        match &f.media_found {
-            None => return Step::Observe(Observe::Media),
-            Some(found) => {
-                if let Some(m) = found.first() {
-                    return Step::DeleteMedia(m.clone());
+        // An ISO recorded by nothing (a machine of an older version, or
+        // taken over) still ends clean: sweep the instance's ISO storages
+        // for this machine's UID. Not when the status proves every
+        // recorded ISO deleted: each upload is recorded first.
+        if !f.media_deleted {
+            match &f.media_found {
+                None => return Step::Observe(Observe::Media),
+                Some(found) => {
+                    if let Some(m) = found.first() {
+                        return Step::DeleteMedia(m.clone());
+                    }
                 }
             }
         }

@@ -372,6 +372,9 @@ pub struct Facts {
     pub task_recorded: bool,
     /// `status.bootstrapMedia`: the ISO volume recorded before its upload.
     pub media_recorded: Option<MediaVolume>,
+    /// `status.bootstrapMediaDeleted` without a record: every ISO this
+    /// machine recorded was deleted, so it has none (no sweep needed).
+    pub media_deleted: bool,
     /// The bootstrap ISO file name (`capmox-<vmid>-<uid>.iso`).
     pub iso_file: Option<String>,
     /// The ISO for this VMID was uploaded (this process saw the upload end).

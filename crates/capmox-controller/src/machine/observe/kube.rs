@@ -196,6 +196,9 @@ fn initial(
                 volid: b.volume.clone(),
             })
         }),
+        media_deleted: st.is_some_and(|s| {
+            s.bootstrap_media.is_none() && s.bootstrap_media_deleted == Some(true)
+        }),
         iso_file: vmid.map(|v| iso_file_name(v, marker.uid())),
         media_uploaded: vmid.is_some() && memo.media_uploaded == vmid,
         desired: vmconfig::desired(

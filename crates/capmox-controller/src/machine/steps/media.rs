@@ -166,9 +166,12 @@ pub async fn upload(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error>
         node: volume.node.as_str().to_string(),
         volume: volume.volid.clone(),
     };
-    run.record_status(serde_json::json!({ "status": { "bootstrapMedia": record } }))
-        .await?;
+    run.record_status(serde_json::json!({
+        "status": { "bootstrapMedia": record, "bootstrapMediaDeleted": null }
+    }))
+    .await?;
     run.status.bootstrap_media = Some(record);
+    run.status.bootstrap_media_deleted = None;
     run.media_recorded_here = Some(volume.volid.clone());
     let recorded = Observed::MediaRecorded(volume.clone());
     let vmid = facts.vmid.unwrap_or_default();

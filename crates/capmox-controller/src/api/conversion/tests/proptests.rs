@@ -722,6 +722,7 @@ fn machine_status_v3() -> BoxedStrategy<ProxmoxMachineStatus> {
             )| {
                 ProxmoxMachineStatus {
                     ha_resource: None,
+                    bootstrap_media_deleted: None,
                     initialization,
                     conditions,
                     failure_domain,

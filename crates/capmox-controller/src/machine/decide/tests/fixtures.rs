@@ -114,6 +114,7 @@ pub(crate) fn base() -> Facts {
         provisioned: false,
         task_recorded: false,
         media_recorded: None,
+        media_deleted: false,
         iso_file: None,
         media_uploaded: false,
         desired: vmconfig::desired(

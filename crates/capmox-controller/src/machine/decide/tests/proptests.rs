@@ -224,6 +224,8 @@ impl World {
             provisioned: self.provisioned,
             task_recorded: self.task.is_some(),
             media_recorded: self.media_recorded.then(|| media(self.vmid.unwrap_or(100))),
+            // The model's ISO may be recorded by nothing: never proven gone.
+            media_deleted: false,
             iso_file: self
                 .vmid
                 .map(|v| crate::machine::vm::marker::iso_file_name(v, UID)),

@@ -500,6 +500,16 @@ fn deletion_destroys_our_vm_then_its_iso_then_releases_claims() {
     assert_eq!(decide(&f), Step::DeleteMedia(stray));
     f.media_found = Some(Vec::new());
     assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    // The status proves every recorded ISO deleted: no sweep.
+    f.media_found = None;
+    f.media_deleted = true;
+    assert_eq!(decide(&f), Step::Observe(Observe::ClaimObjects));
+    // A record (a later upload) is deleted by the record all the same.
+    f.media_recorded = Some(media());
+    assert_eq!(decide(&f), Step::DeleteMedia(media()));
+    f.media_recorded = None;
+    f.media_deleted = false;
+    f.media_found = Some(Vec::new());
     f.claim_objects = Some(ClaimObjects {
         total: 1,
         deleting: 0,
