@@ -90,7 +90,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_LEADER_LEASE_DURATION",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "15s"
     )]
     pub leader_lease_duration: Duration,
@@ -99,7 +99,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_LEADER_RENEW_DEADLINE",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "10s"
     )]
     pub leader_renew_deadline: Duration,
@@ -108,7 +108,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_LEADER_RETRY_PERIOD",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "2s"
     )]
     pub leader_retry_period: Duration,
@@ -139,7 +139,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_PROBE_PERIOD",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "60s"
     )]
     pub probe_period: Duration,
@@ -148,7 +148,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_PROBE_RETRY",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "10s"
     )]
     pub probe_retry: Duration,
@@ -158,7 +158,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_PROBE_TIMEOUT",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "10s"
     )]
     pub probe_timeout: Duration,
@@ -168,7 +168,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_PVE_TIMEOUT",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "60s"
     )]
     pub pve_timeout: Duration,
@@ -184,7 +184,7 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_SHUTDOWN_TIMEOUT",
-        value_parser = humantime::parse_duration,
+        value_parser = parse_duration,
         default_value = "20s"
     )]
     pub shutdown_timeout: Duration,
@@ -252,6 +252,22 @@ impl Flags {
 /// (`Duration::mul_f64` panics on 1e300 s).
 pub const MAX_TIME_SCALE: f64 = 100.0;
 
+/// Parses a duration flag (`--pve-timeout`, `--probe-period`, …): a
+/// positive duration in humantime's form (`60s`, `500ms`, `2m`, `1h 30m`).
+///
+/// # Errors
+/// A message for clap: the parser's complaint with the expected form, or
+/// "must be greater than 0" (a zero timeout or period would fail or spin
+/// every call).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s.trim())
+        .map_err(|e| format!("{e}; give a duration such as 60s, 500ms or 2m"))?;
+    if d.is_zero() {
+        return Err("must be greater than 0; give a duration such as 60s, 500ms or 2m".into());
+    }
+    Ok(d)
+}
+
 /// Parses `--time-scale`: a number greater than 0 and at most
 /// [`MAX_TIME_SCALE`].
 ///
@@ -278,6 +294,24 @@ pub fn parse_time_scale(s: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bad_durations_are_refused_with_what_to_give() {
+        for (flag, value, says) in [
+            ("--pve-timeout", "abc", "give a duration such as 60s"),
+            ("--pve-timeout", "0s", "must be greater than 0"),
+            ("--probe-period", "0s", "must be greater than 0"),
+            ("--shutdown-timeout", "10", "give a duration such as 60s"),
+        ] {
+            let e = Flags::try_parse_from(["capmox-controller", flag, value])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
+                .to_string();
+            assert!(e.contains(says), "{flag} {value}: {e}");
+        }
+        let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
+        assert_eq!(f.pve_timeout, Duration::from_secs(90));
+    }
 
     #[test]
     fn defaults_and_overrides() {
