@@ -252,7 +252,6 @@ impl<'a> Run<'a> {
             .is_some_and(|b| b.volume == volid)
         {
             self.status.bootstrap_media = None;
-            self.status.bootstrap_media_deleted = Some(true);
         }
         let recorded = self
             .machine

@@ -260,12 +260,12 @@ pub const MAX_TIME_SCALE: f64 = 100.0;
 /// "must be greater than 0" (a zero timeout or period would fail or spin
 /// every call).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let d = humantime::parse_duration(s.trim())
-        .map_err(|e| format!("{e}; give a duration such as 60s, 500ms or 2m"))?;
-    if d.is_zero() {
-        return Err("must be greater than 0; give a duration such as 60s, 500ms or 2m".into());
+    const FORM: &str = "give a duration such as 60s, 500ms or 2m";
+    match humantime::parse_duration(s.trim()) {
+        Ok(d) if d.is_zero() => Err(format!("must be greater than 0; {FORM}")),
+        Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e}; {FORM}")),
     }
-    Ok(d)
 }
 
 /// Parses `--time-scale`: a number greater than 0 and at most
