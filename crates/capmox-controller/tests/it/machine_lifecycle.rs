@@ -135,23 +135,30 @@ async fn provisions_then_deletes_one_machine() {
         .sum();
     assert_eq!(writes, 0, "{:?}", calls.by_endpoint);
 
-    // The deletion, in two parts: up to the destroy request, then to the end.
+    // The deletion, in two parts: up to the shutdown request, then to the end.
     w.machines()
         .delete("wl1-md-0-abcde", &DeleteParams::default())
         .await
         .unwrap();
     let sim = w.pve("dc-a");
-    const DESTROY: (&str, &str) = ("DELETE", "/nodes/{node}/qemu/{vmid}");
+    const SHUTDOWN: (&str, &str) = ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown");
     w.drive("wl1-md-0-abcde", 200, |_| {
-        sim.calls().count(DESTROY.0, DESTROY.1) > 0
+        sim.calls().count(SHUTDOWN.0, SHUTDOWN.1) > 0
     })
     .await;
     sim.reset_calls();
     w.drive("wl1-md-0-abcde", 200, |m| m.is_none()).await;
     assert!(w.pve("dc-a").vm(100).is_none(), "VM destroyed");
-    // The destroy's end came from the instance's listing (the VM left it),
-    // not from a task read (docs/proxmox-semantics.md §10).
+    // The shutdown's end (the VM listed as stopped) and the destroy's (the
+    // VM left the listing) came from the instance's listing, not from a
+    // task read (docs/proxmox-semantics.md §9, §10).
     let after = sim.calls();
+    assert_eq!(
+        after.count("DELETE", "/nodes/{node}/qemu/{vmid}"),
+        1,
+        "{:?}",
+        after.by_endpoint
+    );
     assert!(
         after.count("GET", "/cluster/resources") > 0,
         "{:?}",
@@ -378,4 +385,67 @@ async fn startup_needs_sys_modify_and_says_so() {
         .vm(m.spec.virtual_machine_id.unwrap())
         .unwrap();
     assert_eq!(vm.status, "stopped", "not started half-configured");
+}
+
+/// A listing that still shows the VM stopped from before its start (power
+/// states there lag; docs/proxmox-semantics.md §9) does not end its
+/// shutdown: the shutdown's end is read from the node's task list, and the
+/// destroy is issued once, after the VM stopped.
+#[tokio::test]
+async fn a_lagging_listing_does_not_end_the_shutdown() {
+    // At 1 ms per simulated second, the listing lags 1,000 s. The machine
+    // waits 2,000 s between its clone and its start and is deleted as soon
+    // as it runs: during the whole shutdown (60 s), the listing still shows
+    // the VM as its clone left it (stopped).
+    const SCALE: f64 = 0.001;
+    let w = world_with(WorldOptions {
+        sim: fast_sim().with_time_scale(SCALE).with_timings(|t| {
+            t.shutdown = 60.0;
+            t.resources_lag = 1_000.0;
+        }),
+        time_scale: SCALE,
+        ..WorldOptions::default()
+    })
+    .await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    w.machine("wl1", "wl1-md-0-lag", spec()).await;
+    let sim = w.pve("dc-a");
+    const CONFIG: &str = "/nodes/{node}/qemu/{vmid}/config";
+    const START: &str = "/nodes/{node}/qemu/{vmid}/status/start";
+    w.drive("wl1-md-0-lag", 200, |_| {
+        sim.calls().count("POST", CONFIG) + sim.calls().count("PUT", CONFIG) > 0
+    })
+    .await;
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    w.drive("wl1-md-0-lag", 200, |m| {
+        sim.calls().count("POST", START) > 0
+            && m.and_then(|m| m.status.as_ref())
+                .is_some_and(|s| s.task_ref.is_none())
+    })
+    .await;
+    assert_eq!(sim.vm(100).unwrap().status, "running");
+    sim.reset_calls();
+    w.machines()
+        .delete("wl1-md-0-lag", &DeleteParams::default())
+        .await
+        .unwrap();
+    w.drive("wl1-md-0-lag", 400, |m| m.is_none()).await;
+    let calls = sim.calls();
+    assert_eq!(
+        calls.count("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown"),
+        1,
+        "{:?}",
+        calls.by_endpoint
+    );
+    assert_eq!(
+        calls.count("DELETE", "/nodes/{node}/qemu/{vmid}"),
+        1,
+        "a destroy refused because the VM still ran: {:?}",
+        calls.by_endpoint
+    );
+    assert!(
+        calls.count("GET", "/nodes/{node}/tasks") > 0,
+        "the shutdown's end came from the task list: {:?}",
+        calls.by_endpoint
+    );
 }

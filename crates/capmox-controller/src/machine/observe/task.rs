@@ -5,9 +5,10 @@
 //!
 //! A task's end is read from its node's task list, one read shared by every
 //! task awaited on that node ([`crate::machine::runtime::node_tasks`]), or
-//! directly once it runs well past its expected end. A destroy's end is
-//! read from the instance's listing instead, which every machine of the
-//! instance shares (the VM leaves it when the destroy finishes). While the requeue that
+//! directly once it runs well past its expected end. A destroy's end, and a
+//! shutdown's or stop's, is read from the instance's listing instead, which
+//! every machine of the instance shares (the VM leaves it when the destroy
+//! finishes; it shows the VM stopped after the stop). While the requeue that
 //! reads its end is not due yet (a watched object woke the machine early),
 //! the task is taken as running without asking Proxmox.
 
@@ -76,7 +77,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
     let memo = run.rt().memo(&run.me.uid);
     let fact = match result(run, &inst, &upid, op, &memo, known_end).await {
         Ok(outcome) => {
-            // `None`: a destroy the listing proved ended; no exit status read.
+            // `None`: a task the listing proved ended; no exit status read.
             if let Some(outcome) = outcome.filter(|o| o.warnings > 0) {
                 run.event(
                     EventKind::Normal,
@@ -142,6 +143,7 @@ fn adopt(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation) {
             poll_at: None,
             template,
             volume: None,
+            listed_running: false,
         })
     });
 }
@@ -199,30 +201,56 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
     }
 }
 
-/// Whether destroy task `upid` has ended, from the instance's listing: the
-/// VM leaves `/cluster/resources` when its destroy task finishes
-/// (docs/proxmox-semantics.md §10), so a listing fetched after the destroy
-/// was issued that lacks the VMID proves the end (`Some(true)`), and one
-/// that lists it says the task still runs (`Some(false)`; a failed destroy
-/// leaves the VM listed, and is read from the task's own status once it
-/// runs [`DIRECT_AFTER_LATE_POLLS`] polls late). One listing serves every
-/// machine of the instance, where a node's task list serves one node.
-/// `None` when the listing cannot be read or the VMID is not known (the
-/// task list decides).
-async fn destroyed(run: &Run<'_>, inst: &Instance, upid: &Upid, memo: &Memo) -> Option<bool> {
+/// Whether task `upid` has ended, from the instance's listing, which every
+/// machine of the instance shares (a node's task list serves one node):
+///
+/// - a destroy: the VM leaves `/cluster/resources` when its destroy task
+///   finishes (docs/proxmox-semantics.md §10), so a listing fetched after
+///   the destroy was issued that lacks the VMID proves the end;
+/// - a `qmshutdown` or `qmstop` issued while the listing showed the VM
+///   running ([`TaskMemo::listed_running`](crate::machine::runtime::memo::TaskMemo)):
+///   a listing fetched after it that shows the VM stopped proves the stop
+///   (power states there lag, never go back; docs/proxmox-semantics.md §9).
+///
+/// `Some(true)`: ended; `Some(false)`: the listing still shows what the
+/// task changes, so it runs (a failed task leaves it so, and is read from
+/// the task's own status once it runs [`DIRECT_AFTER_LATE_POLLS`] polls
+/// late). `None` when the listing cannot tell (cannot be read, the VMID is
+/// not known, another task, a stop issued without a listing showing the VM
+/// running): the task list decides.
+async fn listing_end(
+    run: &Run<'_>,
+    inst: &Instance,
+    upid: &Upid,
+    op: Operation,
+    memo: &Memo,
+) -> Option<bool> {
     let t = memo.task.as_ref().filter(|t| t.upid == upid.as_str())?;
+    let destroy = op == Operation::Destroy;
+    if !destroy && !t.listed_running {
+        return None;
+    }
     let vmid = t.vmid.or_else(|| upid.id().parse().ok())?;
-    match run
+    let listing = match run
         .rt()
         .resources
         .get(&inst.identity, inst.api.as_ref(), Some(t.since))
         .await
     {
-        Ok(listing) => Some(listing.vm(vmid).is_none()),
+        Ok(listing) => listing,
         Err(e) => {
-            tracing::debug!(error = %e, "the listing cannot be read; reading the destroy task's end from its node");
-            None
+            tracing::debug!(error = %e, "the listing cannot be read; reading the task's end from its node");
+            return None;
         }
+    };
+    let vm = listing.vm(vmid);
+    if destroy {
+        return Some(vm.is_none());
+    }
+    match vm.and_then(|v| v.status.as_deref()) {
+        Some("stopped") => Some(true),
+        Some("running") => Some(false),
+        _ => None,
     }
 }
 
@@ -232,8 +260,9 @@ async fn destroyed(run: &Run<'_>, inst: &Instance, upid: &Upid, memo: &Memo) -> 
 /// cannot be read, and once the task runs [`DIRECT_AFTER_LATE_POLLS`] polls
 /// past its expected end (the status is computed from the node's live
 /// process table; the list comes from a file a crashed worker may leave
-/// stale). A destroy's end comes from the listing first ([`destroyed`]):
-/// `Ok(None)`, the task ended OK with no exit status read.
+/// stale). A destroy's, shutdown's or stop's end comes from the listing
+/// first when it can tell ([`listing_end`]): `Ok(None)`, the task ended OK
+/// with no exit status read.
 ///
 /// # Errors
 /// `TaskPending` while it runs, `TaskFailed`, `NotFound` (the node forgot
@@ -247,12 +276,11 @@ async fn result(
     known_end: Option<String>,
 ) -> Result<Option<TaskOutcome>, PveError> {
     let late = memo.task.as_ref().map_or(0, |t| t.late_polls);
-    if op == Operation::Destroy
-        && known_end.is_none()
+    if known_end.is_none()
         && late < DIRECT_AFTER_LATE_POLLS
-        && let Some(gone) = destroyed(run, inst, upid, memo).await
+        && let Some(ended) = listing_end(run, inst, upid, op, memo).await
     {
-        return if gone {
+        return if ended {
             Ok(None)
         } else {
             Err(PveError::TaskPending {

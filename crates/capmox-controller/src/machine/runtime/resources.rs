@@ -216,6 +216,15 @@ impl ResourceCache {
         Ok(snap)
     }
 
+    /// The newest listing of `identity`, however old (no fetch).
+    pub fn latest(&self, identity: &Identity) -> Option<Arc<Snapshot>> {
+        self.snapshots
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(identity)
+            .cloned()
+    }
+
     /// Drops the listing of `identity` (after a change of our own that the
     /// next reader must see).
     pub fn invalidate(&self, identity: &Identity) {

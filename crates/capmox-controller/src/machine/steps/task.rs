@@ -24,6 +24,7 @@ pub fn started(
     volume: Option<String>,
 ) -> Observed {
     run.status.task_ref = Some(upid.as_str().to_string());
+    let listed_running = listed_running(run, upid, vmid);
     run.rt().update_memo(&run.me.uid, |m| {
         m.task = Some(TaskMemo {
             upid: upid.as_str().to_string(),
@@ -35,10 +36,30 @@ pub fn started(
             poll_at: None,
             template,
             volume,
+            listed_running,
         })
     });
     tracing::info!(%upid, op = op.as_str(), "task started");
     Observed::TaskStarted(op)
+}
+
+/// Whether a `qmshutdown` or `qmstop` of `vmid` was issued while the
+/// instance's newest listing showed the VM running (see
+/// [`TaskMemo::listed_running`]); `false` for every other task, and for HA
+/// requests, whose task ends before the VM changes state
+/// (docs/field-cases.md B33).
+fn listed_running(run: &Run<'_>, upid: &Upid, vmid: Option<u32>) -> bool {
+    if Operation::power_after(upid.worker_type()) != Some(Power::Stopped) {
+        return false;
+    }
+    let (Some(vmid), Ok(inst)) = (vmid, run.instance()) else {
+        return false;
+    };
+    run.rt()
+        .resources
+        .latest(&inst.identity)
+        .and_then(|s| s.vm(vmid).and_then(|v| v.status.clone()))
+        .is_some_and(|s| s == "running")
 }
 
 /// Forgets the ended task.
