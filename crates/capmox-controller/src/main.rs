@@ -7,10 +7,15 @@ use std::process::ExitCode;
 
 use capmox_controller::manager::{self, Flags};
 use capmox_controller::telemetry;
-use clap::Parser;
+use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {
     let flags = Flags::parse();
+    if let Err(problem) = flags.check() {
+        Flags::command()
+            .error(clap::error::ErrorKind::ArgumentConflict, problem)
+            .exit();
+    }
     if let Err(e) = telemetry::init(flags.log_format, &flags.log_level) {
         eprintln!("capmox-controller: cannot set up logging: {e}");
         return ExitCode::FAILURE;

@@ -118,7 +118,7 @@ pub struct Flags {
     pub log_format: LogFormat,
 
     /// Log level or env-filter directives (e.g. `info,capmox_controller=debug`).
-    #[arg(long, env = "CAPMOX_LOG_LEVEL", default_value = "info")]
+    #[arg(long, env = "CAPMOX_LOG_LEVEL", default_value = "info", value_parser = parse_log_level)]
     pub log_level: String,
 
     /// Manager-level default credentials Secret, `name` (in the manager's
@@ -191,6 +191,33 @@ pub struct Flags {
 }
 
 impl Flags {
+    /// Checks what clap cannot check flag by flag: the leader-election
+    /// timings must nest, lease duration > renew deadline > retry period
+    /// (client-go's rule: a leader that cannot renew within its lease, or
+    /// retries no more than once per renew deadline, loses the lease while
+    /// it still works).
+    ///
+    /// # Errors
+    /// The rule broken, naming both flags, for clap to report as a usage
+    /// error.
+    pub fn check(&self) -> Result<(), String> {
+        if self.leader_renew_deadline >= self.leader_lease_duration {
+            return Err(format!(
+                "--leader-renew-deadline ({}) must be shorter than --leader-lease-duration ({})",
+                humantime::format_duration(self.leader_renew_deadline),
+                humantime::format_duration(self.leader_lease_duration)
+            ));
+        }
+        if self.leader_retry_period >= self.leader_renew_deadline {
+            return Err(format!(
+                "--leader-retry-period ({}) must be shorter than --leader-renew-deadline ({})",
+                humantime::format_duration(self.leader_retry_period),
+                humantime::format_duration(self.leader_renew_deadline)
+            ));
+        }
+        Ok(())
+    }
+
     /// The controller options these flags describe.
     pub fn controller_options(&self) -> ControllerOptions {
         ControllerOptions {
@@ -268,6 +295,20 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// Parses `--log-level`: a level or env-filter directives, as
+/// `tracing_subscriber::EnvFilter` reads them.
+///
+/// # Errors
+/// A message for clap: the filter's complaint and the expected form.
+pub fn parse_log_level(s: &str) -> Result<String, String> {
+    match tracing_subscriber::EnvFilter::try_new(s) {
+        Ok(_) => Ok(s.to_string()),
+        Err(e) => Err(format!(
+            "{e}; give a level (error, warn, info, debug, trace) or directives such as info,capmox_controller=debug"
+        )),
+    }
+}
+
 /// Parses `--time-scale`: a number greater than 0 and at most
 /// [`MAX_TIME_SCALE`].
 ///
@@ -311,6 +352,42 @@ mod tests {
         }
         let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
         assert_eq!(f.pve_timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_bad_log_level_is_refused_with_what_to_give() {
+        let e = Flags::try_parse_from(["capmox-controller", "--log-level", "garbage["])
+            .expect_err("garbage[ was accepted")
+            .to_string();
+        assert!(e.contains("give a level (error, warn"), "{e}");
+        for ok in ["debug", "info,capmox_controller=debug,kube=warn"] {
+            let f = Flags::try_parse_from(["capmox-controller", "--log-level", ok]).unwrap();
+            assert_eq!(f.log_level, ok);
+        }
+    }
+
+    #[test]
+    fn leader_timings_must_nest() {
+        let parse = |args: &[&str]| {
+            let mut all = vec!["capmox-controller"];
+            all.extend_from_slice(args);
+            Flags::try_parse_from(all).unwrap().check()
+        };
+        assert_eq!(parse(&[]), Ok(()));
+        let e = parse(&["--leader-renew-deadline", "20s"]).unwrap_err();
+        assert!(
+            e.contains(
+                "--leader-renew-deadline (20s) must be shorter than --leader-lease-duration"
+            ),
+            "{e}"
+        );
+        let e = parse(&["--leader-retry-period", "10s"]).unwrap_err();
+        assert!(
+            e.contains(
+                "--leader-retry-period (10s) must be shorter than --leader-renew-deadline (10s)"
+            ),
+            "{e}"
+        );
     }
 
     #[test]

@@ -162,3 +162,30 @@ fn an_unreadable_kubeconfig_is_a_usage_error() {
     );
     assert!(!stderr.contains("ERROR"), "{stderr}");
 }
+
+/// Leader timings that do not nest are refused before anything starts,
+/// as a usage error (exit status 2).
+#[test]
+fn leader_timings_that_do_not_nest_are_a_usage_error() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+        .args([
+            "--kubeconfig",
+            "/nonexistent/capmox-kc",
+            "--leader-lease-duration",
+            "10s",
+            "--leader-renew-deadline",
+            "15s",
+        ])
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(
+            "--leader-renew-deadline (15s) must be shorter than --leader-lease-duration (10s)"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("kubeconfig"), "checked first: {stderr}");
+}
