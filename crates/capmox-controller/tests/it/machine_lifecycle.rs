@@ -387,6 +387,47 @@ async fn startup_needs_sys_modify_and_says_so() {
     assert_eq!(vm.status, "stopped", "not started half-configured");
 }
 
+/// A start's end is read from the instance's listing (the VM listed as
+/// running, where it was listed stopped when the start was issued), not
+/// from its node's task list.
+#[tokio::test]
+async fn a_starts_end_is_read_from_the_listing() {
+    let w = world().await;
+    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
+    w.machine("wl1", "wl1-md-0-start", spec()).await;
+    let sim = w.pve("dc-a");
+    const START: &str = "/nodes/{node}/qemu/{vmid}/status/start";
+    w.drive("wl1-md-0-start", 200, |_| {
+        sim.calls().count("POST", START) > 0
+    })
+    .await;
+    sim.reset_calls();
+    let m = w
+        .drive("wl1-md-0-start", 200, |m| {
+            m.and_then(|m| m.status.as_ref())
+                .is_some_and(|s| s.task_ref.is_none())
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        m.status.and_then(|s| s.vm_status).as_deref(),
+        Some("running")
+    );
+    let calls = sim.calls();
+    assert!(
+        calls.count("GET", "/cluster/resources") > 0,
+        "{:?}",
+        calls.by_endpoint
+    );
+    assert_eq!(
+        calls.count("GET", "/nodes/{node}/tasks")
+            + calls.count("GET", "/nodes/{node}/tasks/{upid}/status"),
+        0,
+        "{:?}",
+        calls.by_endpoint
+    );
+}
+
 /// A listing that still shows the VM stopped from before its start (power
 /// states there lag; docs/proxmox-semantics.md §9) does not end its
 /// shutdown: the shutdown's end is read from the node's task list, and the

@@ -118,6 +118,17 @@ pub enum Power {
 }
 
 impl Power {
+    /// The state a listing's or `status/current`'s `status` names
+    /// (`running`, `stopped`); `None` for anything else (`unknown`: no
+    /// broadcast yet, or the node is offline; docs/proxmox-semantics.md §9).
+    pub fn from_status(status: Option<&str>) -> Option<Power> {
+        match status? {
+            "running" => Some(Power::Running),
+            "stopped" => Some(Power::Stopped),
+            _ => None,
+        }
+    }
+
     /// The VM status this state is written as (`status.vmStatus`:
     /// `running`, `stopped`); `None` when unknown.
     pub fn as_status(self) -> Option<&'static str> {

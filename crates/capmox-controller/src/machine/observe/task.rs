@@ -6,9 +6,9 @@
 //! A task's end is read from its node's task list, one read shared by every
 //! task awaited on that node ([`crate::machine::runtime::node_tasks`]), or
 //! directly once it runs well past its expected end. A destroy's end, and a
-//! shutdown's or stop's, is read from the instance's listing instead, which
-//! every machine of the instance shares (the VM leaves it when the destroy
-//! finishes; it shows the VM stopped after the stop). While the requeue that
+//! start's, shutdown's or stop's, is read from the instance's listing
+//! instead, which every machine of the instance shares (the VM leaves it
+//! when the destroy finishes; it shows the VM's new power state). While the requeue that
 //! reads its end is not due yet (a watched object woke the machine early),
 //! the task is taken as running without asking Proxmox.
 
@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::clients::Instance;
 use crate::events::EventKind;
 use crate::machine::context::Run;
-use crate::machine::decide::{Facts, Observed, Operation, TaskFact};
+use crate::machine::decide::{Facts, Observed, Operation, Power, TaskFact};
 use crate::machine::runtime::memo::{Memo, TaskMemo};
 use crate::machine::runtime::node_tasks::Answer;
 use crate::machine::runtime::slots::TemplateKey;
@@ -143,7 +143,7 @@ fn adopt(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation) {
             poll_at: None,
             template,
             volume: None,
-            listed_running: false,
+            listed_before: None,
         })
     });
 }
@@ -207,17 +207,19 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
 /// - a destroy: the VM leaves `/cluster/resources` when its destroy task
 ///   finishes (docs/proxmox-semantics.md §10), so a listing fetched after
 ///   the destroy was issued that lacks the VMID proves the end;
-/// - a `qmshutdown` or `qmstop` issued while the listing showed the VM
-///   running ([`TaskMemo::listed_running`](crate::machine::runtime::memo::TaskMemo)):
-///   a listing fetched after it that shows the VM stopped proves the stop
-///   (power states there lag, never go back; docs/proxmox-semantics.md §9).
+/// - a `qmstart`, `qmshutdown` or `qmstop` issued while the listing showed
+///   the VM in the opposite state
+///   ([`TaskMemo::listed_before`](crate::machine::runtime::memo::TaskMemo)):
+///   a listing fetched after it that shows the task's goal (running,
+///   stopped) proves the change (power states there lag, never go back;
+///   docs/proxmox-semantics.md §9).
 ///
 /// `Some(true)`: ended; `Some(false)`: the listing still shows what the
 /// task changes, so it runs (a failed task leaves it so, and is read from
 /// the task's own status once it runs [`DIRECT_AFTER_LATE_POLLS`] polls
 /// late). `None` when the listing cannot tell (cannot be read, the VMID is
-/// not known, another task, a stop issued without a listing showing the VM
-/// running): the task list decides.
+/// not known, another task, a power change issued without a listing
+/// showing the opposite state): the task list decides.
 async fn listing_end(
     run: &Run<'_>,
     inst: &Instance,
@@ -227,7 +229,9 @@ async fn listing_end(
 ) -> Option<bool> {
     let t = memo.task.as_ref().filter(|t| t.upid == upid.as_str())?;
     let destroy = op == Operation::Destroy;
-    if !destroy && !t.listed_running {
+    let goal = Operation::power_after(upid.worker_type());
+    let before = t.listed_before;
+    if !destroy && (goal.is_none() || before.is_none()) {
         return None;
     }
     let vmid = t.vmid.or_else(|| upid.id().parse().ok())?;
@@ -247,10 +251,13 @@ async fn listing_end(
     if destroy {
         return Some(vm.is_none());
     }
-    match vm.and_then(|v| v.status.as_deref()) {
-        Some("stopped") => Some(true),
-        Some("running") => Some(false),
-        _ => None,
+    let listed = vm.and_then(|v| Power::from_status(v.status.as_deref()));
+    if listed.is_some() && listed == goal {
+        Some(true)
+    } else if listed.is_some() && listed == before {
+        Some(false)
+    } else {
+        None
     }
 }
 
@@ -260,7 +267,7 @@ async fn listing_end(
 /// cannot be read, and once the task runs [`DIRECT_AFTER_LATE_POLLS`] polls
 /// past its expected end (the status is computed from the node's live
 /// process table; the list comes from a file a crashed worker may leave
-/// stale). A destroy's, shutdown's or stop's end comes from the listing
+/// stale). A destroy's, start's, shutdown's or stop's end comes from the listing
 /// first when it can tell ([`listing_end`]): `Ok(None)`, the task ended OK
 /// with no exit status read.
 ///

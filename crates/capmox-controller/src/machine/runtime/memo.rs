@@ -50,11 +50,13 @@ pub struct TaskMemo {
     pub template: Option<TemplateKey>,
     /// The ISO volume a volume deletion deletes.
     pub volume: Option<String>,
-    /// For a `qmshutdown` or `qmstop`: the instance's newest listing showed
-    /// the VM running when the task was issued. The listing's power states
-    /// lag but never go back in time (docs/proxmox-semantics.md §9), so a
-    /// later listing that shows the VM stopped proves the stop happened.
-    pub listed_running: bool,
+    /// For a task that changes the VM's power state (`qmstart`,
+    /// `qmshutdown`, `qmstop`): the state the instance's newest listing
+    /// showed when the task was issued, when it was the opposite of the
+    /// task's goal. The listing's power states lag but never go back in
+    /// time (docs/proxmox-semantics.md §9), so a later listing that shows
+    /// the goal proves the change happened.
+    pub listed_before: Option<Power>,
 }
 
 /// The bootstrap sentinel check of one VM (see

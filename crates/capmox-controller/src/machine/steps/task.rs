@@ -24,7 +24,7 @@ pub fn started(
     volume: Option<String>,
 ) -> Observed {
     run.status.task_ref = Some(upid.as_str().to_string());
-    let listed_running = listed_running(run, upid, vmid);
+    let listed_before = listed_before(run, upid, vmid);
     run.rt().update_memo(&run.me.uid, |m| {
         m.task = Some(TaskMemo {
             upid: upid.as_str().to_string(),
@@ -36,30 +36,24 @@ pub fn started(
             poll_at: None,
             template,
             volume,
-            listed_running,
+            listed_before,
         })
     });
     tracing::info!(%upid, op = op.as_str(), "task started");
     Observed::TaskStarted(op)
 }
 
-/// Whether a `qmshutdown` or `qmstop` of `vmid` was issued while the
-/// instance's newest listing showed the VM running (see
-/// [`TaskMemo::listed_running`]); `false` for every other task, and for HA
-/// requests, whose task ends before the VM changes state
-/// (docs/field-cases.md B33).
-fn listed_running(run: &Run<'_>, upid: &Upid, vmid: Option<u32>) -> bool {
-    if Operation::power_after(upid.worker_type()) != Some(Power::Stopped) {
-        return false;
-    }
-    let (Some(vmid), Ok(inst)) = (vmid, run.instance()) else {
-        return false;
-    };
-    run.rt()
-        .resources
-        .latest(&inst.identity)
-        .and_then(|s| s.vm(vmid).and_then(|v| v.status.clone()))
-        .is_some_and(|s| s == "running")
+/// The power state the instance's newest listing showed for `vmid` when a
+/// `qmstart`, `qmshutdown` or `qmstop` was issued, when it was the opposite
+/// of the task's goal (see [`TaskMemo::listed_before`]); `None` for every
+/// other task, and for HA requests, whose task ends before the VM changes
+/// state (docs/field-cases.md B33).
+fn listed_before(run: &Run<'_>, upid: &Upid, vmid: Option<u32>) -> Option<Power> {
+    let goal = Operation::power_after(upid.worker_type())?;
+    let inst = run.instance().ok()?;
+    let snapshot = run.rt().resources.latest(&inst.identity)?;
+    let listed = Power::from_status(snapshot.vm(vmid?)?.status.as_deref())?;
+    (listed != goal).then_some(listed)
 }
 
 /// Forgets the ended task.
