@@ -12,6 +12,7 @@
 //! | `capmox_pve_requests_total` | counter | `instance`, `method`, `endpoint` (path template), `status` (HTTP code or `none`) |
 //! | `capmox_pve_request_duration_seconds` | histogram | `instance`, `method`, `endpoint` |
 //! | `capmox_machines` | gauge | `instance`, `phase` (counted by the ProxmoxCluster reconciler: refreshed when a machine is created, placed, deleted or relabelled, and at each re-probe — a phase change alone shows within `--probe-period`) |
+//! | `capmox_reconciles_in_flight` | gauge | `controller` (reconciles running now) |
 //! | `capmox_leader` | gauge | — (1 while this process leads) |
 //! | `capmox_webhook_requests_total` | counter | `webhook` (`mutate`, `validate`, `convert`), `kind` (one of our four kinds, or `other`), `outcome` (`allowed`, `patched`, `denied`, `error`) |
 //! | `capmox_webhook_request_duration_seconds` | histogram | `webhook` |
@@ -106,6 +107,21 @@ fn pve_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.002, 2.5, 12))
 }
 
+/// A running reconcile, counted until dropped (see
+/// [`Metrics::reconcile_started`]).
+#[derive(Debug)]
+pub struct InFlight {
+    gauge: Gauge,
+    total: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.gauge.dec();
+        self.total.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// The registry and every metric family of the manager.
 pub struct Metrics {
     registry: Registry,
@@ -115,6 +131,8 @@ pub struct Metrics {
     pve_calls: Family<PveCallLabels, Counter>,
     pve_durations: HistogramFamily<PveLatencyLabels>,
     machines: Family<MachineLabels, Gauge>,
+    in_flight: Family<ControllerLabel, Gauge>,
+    in_flight_total: Arc<std::sync::atomic::AtomicUsize>,
     machine_counts: Mutex<BTreeMap<String, MachineCounts>>,
     leader: Gauge,
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -146,6 +164,7 @@ impl Metrics {
         let pve_durations: HistogramFamily<PveLatencyLabels> =
             Family::new_with_constructor(pve_histogram);
         let machines = Family::<MachineLabels, Gauge>::default();
+        let in_flight = Family::<ControllerLabel, Gauge>::default();
         let leader = Gauge::default();
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let webhook_durations: HistogramFamily<WebhookLatencyLabels> =
@@ -182,6 +201,11 @@ impl Metrics {
             machines.clone(),
         );
         registry.register(
+            "reconciles_in_flight",
+            "Reconciles running now, by controller",
+            in_flight.clone(),
+        );
+        registry.register(
             "leader",
             "1 while this manager holds the leader lease",
             leader.clone(),
@@ -209,6 +233,8 @@ impl Metrics {
             pve_calls,
             pve_durations,
             machines,
+            in_flight,
+            in_flight_total: Arc::default(),
             machine_counts: Mutex::new(BTreeMap::new()),
             leader,
             webhook_requests,
@@ -243,6 +269,32 @@ impl Metrics {
                 controller: controller.to_string(),
             })
             .observe(duration.as_secs_f64());
+    }
+
+    /// Counts a reconcile of `controller` as running until the returned
+    /// guard is dropped (`capmox_reconciles_in_flight`). Every reconcile
+    /// holds one, so the manager knows at shutdown whether anything is
+    /// left to finish ([`Metrics::reconciles_in_flight`]).
+    pub fn reconcile_started(&self, controller: &'static str) -> InFlight {
+        let gauge = self
+            .in_flight
+            .get_or_create(&ControllerLabel {
+                controller: controller.to_string(),
+            })
+            .clone();
+        gauge.inc();
+        self.in_flight_total
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        InFlight {
+            gauge,
+            total: self.in_flight_total.clone(),
+        }
+    }
+
+    /// Reconciles of every controller running now.
+    pub fn reconciles_in_flight(&self) -> usize {
+        self.in_flight_total
+            .load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Records a failed reconcile of `controller` by error `category`.

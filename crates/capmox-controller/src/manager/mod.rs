@@ -197,6 +197,28 @@ pub fn controllers(
     }
 }
 
+/// Resolves once no reconcile runs, seen twice 50 ms apart, after the
+/// controllers were asked to stop (they start none after that). The
+/// controllers end by themselves once their reconciles finished, except
+/// one whose watch never listed its objects (the API server unreachable
+/// since the start): kube-runtime's runner then waits for its store
+/// forever, though it never started a reconcile, and the shutdown would
+/// wait the whole `--shutdown-timeout` for nothing.
+async fn reconciles_done(metrics: &crate::metrics::Metrics) {
+    let mut idle = 0;
+    loop {
+        if metrics.reconciles_in_flight() == 0 {
+            idle += 1;
+            if idle >= 2 {
+                return;
+            }
+        } else {
+            idle = 0;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Resolves on SIGTERM or SIGINT.
 async fn termination() {
     #[cfg(unix)]
@@ -395,12 +417,17 @@ pub async fn run_with(
             }
         };
         shutdown.shutdown();
-        if !ended_by_itself
-            && tokio::time::timeout(flags.shutdown_timeout, &mut running)
-                .await
-                .is_err()
-        {
-            tracing::warn!(timeout = ?flags.shutdown_timeout, "in-flight reconciles did not finish in time; stopping anyway");
+        if !ended_by_itself {
+            let drained = tokio::time::timeout(flags.shutdown_timeout, async {
+                tokio::select! {
+                    () = &mut running => {}
+                    () = reconciles_done(&metrics) => {}
+                }
+            })
+            .await;
+            if drained.is_err() {
+                tracing::warn!(timeout = ?flags.shutdown_timeout, "in-flight reconciles did not finish in time; stopping anyway");
+            }
         }
         metrics.set_leader(false);
     } else {

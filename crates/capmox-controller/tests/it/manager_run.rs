@@ -189,3 +189,57 @@ fn leader_timings_that_do_not_nest_are_a_usage_error() {
     );
     assert!(!stderr.contains("kubeconfig"), "checked first: {stderr}");
 }
+
+/// With the API server unreachable since the start, no reconcile ever runs,
+/// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
+/// runner waits for a store that never fills; the manager stops once no
+/// reconcile is in flight).
+#[tokio::test]
+async fn a_stop_with_the_api_server_unreachable_does_not_wait_out_the_timeout() {
+    let dir = std::env::temp_dir().join(format!("capmox-unreachable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    // A port nobody listens on: connections are refused at once.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\ncontexts:\n- name: gone\n  context: {{cluster: gone, user: u}}\ncurrent-context: gone\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let certs = dir.join("certs");
+    write_pair(&certs, &serving_pair());
+    let flags = Flags::try_parse_from([
+        "capmox-controller",
+        &format!("--kubeconfig={}", kubeconfig.display()),
+        "--metrics-addr=127.0.0.1:0",
+        "--health-addr=127.0.0.1:0",
+        "--webhook-addr=127.0.0.1:0",
+        &format!("--webhook-cert-dir={}", certs.display()),
+        "--shutdown-timeout=60s",
+    ])
+    .unwrap();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
+    let manager = tokio::spawn(manager::run_with(
+        flags,
+        async move {
+            let _ = stop_rx.await;
+        },
+        Some(started_tx),
+    ));
+    started_rx.await.unwrap();
+    // Let the controllers start and their watches fail a few times.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_tx.send(()).unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(15), manager)
+        .await
+        .expect("the manager waited out its 60 s shutdown timeout");
+    stopped.unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
