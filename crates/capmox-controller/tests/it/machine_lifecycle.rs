@@ -26,6 +26,23 @@ fn spec() -> ProxmoxMachineSpec {
     }
 }
 
+/// The calls read the instance's listing and no task: the ends of the
+/// tasks awaited came from the listing.
+fn assert_task_ends_from_the_listing(calls: &pve_sim::CallLog) {
+    assert!(
+        calls.count("GET", "/cluster/resources") > 0,
+        "{:?}",
+        calls.by_endpoint
+    );
+    assert_eq!(
+        calls.count("GET", "/nodes/{node}/tasks")
+            + calls.count("GET", "/nodes/{node}/tasks/{upid}/status"),
+        0,
+        "{:?}",
+        calls.by_endpoint
+    );
+}
+
 #[tokio::test]
 async fn provisions_then_deletes_one_machine() {
     let w = world().await;
@@ -159,18 +176,7 @@ async fn provisions_then_deletes_one_machine() {
         "{:?}",
         after.by_endpoint
     );
-    assert!(
-        after.count("GET", "/cluster/resources") > 0,
-        "{:?}",
-        after.by_endpoint
-    );
-    assert_eq!(
-        after.count("GET", "/nodes/{node}/tasks")
-            + after.count("GET", "/nodes/{node}/tasks/{upid}/status"),
-        0,
-        "{:?}",
-        after.by_endpoint
-    );
+    assert_task_ends_from_the_listing(&after);
     // The status proved the ISO deleted: no sweep of the ISO storages.
     assert_eq!(
         after.count("GET", "/nodes/{node}/storage/{storage}/content"),
@@ -413,19 +419,7 @@ async fn a_starts_end_is_read_from_the_listing() {
         m.status.and_then(|s| s.vm_status).as_deref(),
         Some("running")
     );
-    let calls = sim.calls();
-    assert!(
-        calls.count("GET", "/cluster/resources") > 0,
-        "{:?}",
-        calls.by_endpoint
-    );
-    assert_eq!(
-        calls.count("GET", "/nodes/{node}/tasks")
-            + calls.count("GET", "/nodes/{node}/tasks/{upid}/status"),
-        0,
-        "{:?}",
-        calls.by_endpoint
-    );
+    assert_task_ends_from_the_listing(&sim.calls());
 }
 
 /// A listing that still shows the VM stopped from before its start (power

@@ -39,33 +39,32 @@ async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     (status, body)
 }
 
-#[tokio::test]
-async fn manager_serves_leads_reconciles_and_stops() {
-    let env = Env::start().await;
-    env.put_all_credentials().await;
-    let dir = std::env::temp_dir().join(format!("capmox-manager-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let kubeconfig = dir.join("kubeconfig");
-    env.kube_sim.write_kubeconfig(&kubeconfig).unwrap();
+/// Flags for a manager on loopback addresses (free ports) with
+/// `kubeconfig`, a serving certificate written to `dir/certs`, and `more`.
+fn local_flags(dir: &std::path::Path, kubeconfig: &std::path::Path, more: &[&str]) -> Flags {
     let certs = dir.join("certs");
     write_pair(&certs, &serving_pair());
-    let flags = Flags::try_parse_from([
-        "capmox-controller",
-        &format!("--kubeconfig={}", kubeconfig.display()),
-        "--metrics-addr=127.0.0.1:0",
-        "--health-addr=127.0.0.1:0",
-        "--webhook-addr=127.0.0.1:0",
-        &format!("--webhook-cert-dir={}", certs.display()),
-        "--leader-elect",
-        "--leader-election-namespace=default",
-        "--leader-election-id=capmox-run-test",
-        "--leader-lease-duration=2s",
-        "--leader-renew-deadline=1s",
-        "--leader-retry-period=100ms",
-        "--probe-period=10m",
-        "--shutdown-timeout=10s",
-    ])
-    .unwrap();
+    let mut args = vec![
+        "capmox-controller".to_string(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        "--metrics-addr=127.0.0.1:0".into(),
+        "--health-addr=127.0.0.1:0".into(),
+        "--webhook-addr=127.0.0.1:0".into(),
+        format!("--webhook-cert-dir={}", certs.display()),
+    ];
+    args.extend(more.iter().map(|a| (*a).to_string()));
+    Flags::try_parse_from(args).unwrap()
+}
+
+/// Runs the manager with `flags` until the returned sender is used or
+/// dropped; the receiver gets what it bound, the handle its result.
+fn start(
+    flags: Flags,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::sync::oneshot::Receiver<manager::http::Bound>,
+    tokio::task::JoinHandle<Result<(), manager::ManagerError>>,
+) {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let (started_tx, started_rx) = tokio::sync::oneshot::channel();
     let manager = tokio::spawn(manager::run_with(
@@ -75,6 +74,32 @@ async fn manager_serves_leads_reconciles_and_stops() {
         },
         Some(started_tx),
     ));
+    (stop_tx, started_rx, manager)
+}
+
+#[tokio::test]
+async fn manager_serves_leads_reconciles_and_stops() {
+    let env = Env::start().await;
+    env.put_all_credentials().await;
+    let dir = std::env::temp_dir().join(format!("capmox-manager-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    env.kube_sim.write_kubeconfig(&kubeconfig).unwrap();
+    let flags = local_flags(
+        &dir,
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-election-namespace=default",
+            "--leader-election-id=capmox-run-test",
+            "--leader-lease-duration=2s",
+            "--leader-renew-deadline=1s",
+            "--leader-retry-period=100ms",
+            "--probe-period=10m",
+            "--shutdown-timeout=10s",
+        ],
+    );
+    let (stop_tx, started_rx, manager) = start(flags);
     let bound = started_rx.await.unwrap();
     assert!(
         bound.webhook.is_some(),
@@ -212,27 +237,8 @@ async fn a_stop_with_the_api_server_unreachable_does_not_wait_out_the_timeout() 
         ),
     )
     .unwrap();
-    let certs = dir.join("certs");
-    write_pair(&certs, &serving_pair());
-    let flags = Flags::try_parse_from([
-        "capmox-controller",
-        &format!("--kubeconfig={}", kubeconfig.display()),
-        "--metrics-addr=127.0.0.1:0",
-        "--health-addr=127.0.0.1:0",
-        "--webhook-addr=127.0.0.1:0",
-        &format!("--webhook-cert-dir={}", certs.display()),
-        "--shutdown-timeout=60s",
-    ])
-    .unwrap();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let (started_tx, started_rx) = tokio::sync::oneshot::channel();
-    let manager = tokio::spawn(manager::run_with(
-        flags,
-        async move {
-            let _ = stop_rx.await;
-        },
-        Some(started_tx),
-    ));
+    let flags = local_flags(&dir, &kubeconfig, &["--shutdown-timeout=60s"]);
+    let (stop_tx, started_rx, manager) = start(flags);
     started_rx.await.unwrap();
     // Let the controllers start and their watches fail a few times.
     tokio::time::sleep(Duration::from_millis(500)).await;
