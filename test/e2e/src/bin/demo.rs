@@ -28,8 +28,8 @@ struct Args {
     /// kube-sim port (0: any free port).
     #[arg(long, default_value_t = 0)]
     kube_port: u16,
-    /// Give up after this many seconds (at least 1).
-    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Give up after this many seconds (1 to 86400).
+    #[arg(long, default_value_t = 900, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     timeout_secs: u64,
 }
 

@@ -118,14 +118,15 @@ pub enum Power {
 }
 
 impl Power {
-    /// The state a listing's or `status/current`'s `status` names
-    /// (`running`, `stopped`); `None` for anything else (`unknown`: no
-    /// broadcast yet, or the node is offline; docs/proxmox-semantics.md §9).
-    pub fn from_status(status: Option<&str>) -> Option<Power> {
-        match status? {
-            "running" => Some(Power::Running),
-            "stopped" => Some(Power::Stopped),
-            _ => None,
+    /// The power state a run state names; `None` for an unknown one (no
+    /// status broadcast yet, or the node is offline;
+    /// docs/proxmox-semantics.md §9).
+    pub fn from_run_state(state: Option<pve_client::api::qemu::VmRunState>) -> Option<Power> {
+        use pve_client::api::qemu::VmRunState;
+        match state? {
+            VmRunState::Running => Some(Power::Running),
+            VmRunState::Stopped => Some(Power::Stopped),
+            VmRunState::Other(_) => None,
         }
     }
 

@@ -251,7 +251,7 @@ async fn listing_end(
     if destroy {
         return Some(vm.is_none());
     }
-    let listed = vm.and_then(|v| Power::from_status(v.status.as_deref()));
+    let listed = vm.and_then(|v| Power::from_run_state(v.run_state()));
     if listed.is_some() && listed == goal {
         Some(true)
     } else if listed.is_some() && listed == before {

@@ -85,7 +85,7 @@ pub async fn observe(run: &mut Run<'_>, facts: &Facts) -> Observed {
             named(r.name.as_deref())
         )));
     }
-    let power = Power::from_status(r.status.as_deref()).unwrap_or(Power::Unknown);
+    let power = Power::from_run_state(r.run_state()).unwrap_or(Power::Unknown);
     let tags = r.tags().unwrap_or_default();
     if facts.marker.ownership(&tags, None) == Ownership::Ours {
         // While the machine is deleted, the power state our own shutdown or

@@ -52,7 +52,7 @@ fn listed_before(run: &Run<'_>, upid: &Upid, vmid: Option<u32>) -> Option<Power>
     let goal = Operation::power_after(upid.worker_type())?;
     let inst = run.instance().ok()?;
     let snapshot = run.rt().resources.latest(&inst.identity)?;
-    let listed = Power::from_status(snapshot.vm(vmid?)?.status.as_deref())?;
+    let listed = Power::from_run_state(snapshot.vm(vmid?)?.run_state())?;
     (listed != goal).then_some(listed)
 }
 

@@ -35,14 +35,20 @@ pub enum VmRunState {
     Other(String),
 }
 
-impl<'de> Deserialize<'de> for VmRunState {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = String::deserialize(d)?;
-        Ok(match s.as_str() {
+impl VmRunState {
+    /// The state a `status` value names.
+    pub fn parse(s: &str) -> VmRunState {
+        match s {
             "running" => Self::Running,
             "stopped" => Self::Stopped,
-            _ => Self::Other(s),
-        })
+            _ => Self::Other(s.to_string()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for VmRunState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Ok(VmRunState::parse(&String::deserialize(d)?))
     }
 }
 
