@@ -114,9 +114,12 @@ impl ClusterResource {
     /// A VM entry's run state from its `status` (`running`, `stopped`;
     /// anything else, such as `unknown` before the VM's first status
     /// broadcast or on an offline node, as `Other`); `None` without a
-    /// status. It lags the VM by up to about 10 s
-    /// (docs/proxmox-semantics.md §9).
+    /// status, and for entries that are not QEMU VMs. It lags the VM by up
+    /// to about 10 s (docs/proxmox-semantics.md §9).
     pub fn run_state(&self) -> Option<crate::api::qemu::VmRunState> {
+        if !self.is_qemu() {
+            return None;
+        }
         self.status
             .as_deref()
             .map(crate::api::qemu::VmRunState::parse)
@@ -245,10 +248,7 @@ mod tests {
         use crate::api::qemu::VmRunState;
         assert_eq!(r[0].run_state(), Some(VmRunState::Stopped));
         assert_eq!(r[1].run_state(), Some(VmRunState::Other("unknown".into())));
-        assert_eq!(
-            r[3].run_state(),
-            Some(VmRunState::Other("available".into()))
-        );
+        assert_eq!(r[3].run_state(), None, "a storage entry");
         assert_eq!(r[2].maxmem, Some(128 * 1024 * 1024 * 1024));
         assert_eq!(r[2].vmid, None);
         assert!(r[3].shared);
