@@ -29,10 +29,14 @@ where
     W: for<'a> MakeWriter<'a> + Send + Sync + 'static,
 {
     let filter = EnvFilter::try_new(level).unwrap_or_else(|_| EnvFilter::new("info"));
+    // A log line that cannot be written (stderr closed: `… 2>&1 | head`) is
+    // dropped. tracing-subscriber would report it with `eprintln!`, which
+    // panics on the same closed stderr and ends the process with status 101.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(writer)
-        .with_target(true);
+        .with_target(true)
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => Box::new(builder.with_ansi(false).finish()),
         LogFormat::Json => Box::new(

@@ -56,6 +56,25 @@ fn local_flags(dir: &std::path::Path, kubeconfig: &std::path::Path, more: &[&str
     Flags::try_parse_from(args).unwrap()
 }
 
+/// Writes `dir/kubeconfig`, naming an API server on a local port nobody
+/// listens on (connections are refused at once).
+fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let kubeconfig = dir.join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\ncontexts:\n- name: gone\n  context: {{cluster: gone, user: u}}\ncurrent-context: gone\nusers:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    kubeconfig
+}
+
 /// Runs the manager with `flags` until the returned sender is used or
 /// dropped; the receiver gets what it bound, the handle its result.
 fn start(
@@ -223,20 +242,7 @@ fn leader_timings_that_do_not_nest_are_a_usage_error() {
 async fn a_stop_with_the_api_server_unreachable_does_not_wait_out_the_timeout() {
     let dir = std::env::temp_dir().join(format!("capmox-unreachable-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // A port nobody listens on: connections are refused at once.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let kubeconfig = dir.join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: gone\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\ncontexts:\n- name: gone\n  context: {{cluster: gone, user: u}}\ncurrent-context: gone\nusers:\n- name: u\n  user: {{token: t}}\n"
-        ),
-    )
-    .unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
     let flags = local_flags(&dir, &kubeconfig, &["--shutdown-timeout=60s"]);
     let (stop_tx, started_rx, manager) = start(flags);
     started_rx.await.unwrap();
@@ -248,4 +254,36 @@ async fn a_stop_with_the_api_server_unreachable_does_not_wait_out_the_timeout() 
         .expect("the manager waited out its 60 s shutdown timeout");
     stopped.unwrap().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A closed stderr (`capmox-controller … 2>&1 | head`) does not end the
+/// process: log lines that cannot be written are dropped.
+#[test]
+fn a_closed_stderr_does_not_crash_the_manager() {
+    let dir = std::env::temp_dir().join(format!("capmox-closed-stderr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let certs = dir.join("certs");
+    write_pair(&certs, &serving_pair());
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+        .args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--webhook-addr=127.0.0.1:0",
+            &format!("--webhook-cert-dir={}", certs.display()),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Close the read end: every later log line fails to be written. The
+    // manager logs a warning every 2 s while the API server is unreachable.
+    drop(child.stderr.take());
+    std::thread::sleep(Duration::from_secs(5));
+    let status = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(status, None, "the manager ended: {status:?}");
 }
