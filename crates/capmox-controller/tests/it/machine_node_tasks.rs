@@ -20,10 +20,13 @@ const STATUS: &str = "/nodes/{node}/tasks/{upid}/status";
 
 #[tokio::test]
 async fn one_list_read_answers_every_task_of_a_node() {
-    // Clones of 4 s simulated (20 ms real): long enough to be seen running.
+    // Clones of 200 s simulated (1 s real): long enough to be seen running
+    // by the first reads also on a loaded machine (at 4 s, 20 ms real, the
+    // clones had ended before the first read when other builds shared the
+    // 2 cores).
     let mut sim = fast_sim();
     for c in &mut sim.clusters {
-        c.timings.clone_full = 4.0;
+        c.timings.clone_full = 200.0;
     }
     let w = world_with(WorldOptions {
         sim,
