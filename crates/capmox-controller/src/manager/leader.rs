@@ -246,7 +246,19 @@ impl LeaderElector {
                     () = tokio::time::sleep(retry) => {}
                 }
             }
-            let attempt = self.try_acquire_or_renew().await;
+            // Until it leads, a stop ends an attempt too: an API server that
+            // accepts connections but never answers would otherwise hold the
+            // shutdown until the client's connect timeout. (A leader's
+            // renewal is not cut: it holds the lease, which it releases
+            // below.)
+            let attempt = if leader {
+                self.try_acquire_or_renew().await
+            } else {
+                tokio::select! {
+                    () = &mut stop => break,
+                    a = self.try_acquire_or_renew() => a,
+                }
+            };
             match (leader, attempt) {
                 (false, Ok(true)) => {
                     leader = true;

@@ -398,7 +398,7 @@ pub async fn run_with(
 
     let mut result = Ok(());
     let leading = tokio::select! {
-        () = &mut stop => false,
+        () = &mut stop => { tracing::info!("shutdown requested before leading"); false }
         r = lead_rx.wait_for(|l| *l) => r.is_ok(),
     };
     if leading {

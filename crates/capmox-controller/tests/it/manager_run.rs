@@ -64,6 +64,11 @@ fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBuf {
         .local_addr()
         .unwrap()
         .port();
+    kubeconfig_for_port(dir, port)
+}
+
+/// Writes `dir/kubeconfig`, naming an API server at `127.0.0.1:port`.
+fn kubeconfig_for_port(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,
@@ -286,4 +291,41 @@ fn a_closed_stderr_does_not_crash_the_manager() {
     let _ = child.wait();
     std::fs::remove_dir_all(&dir).unwrap();
     assert_eq!(status, None, "the manager ended: {status:?}");
+}
+
+/// With leader election on and an API server that accepts connections but
+/// never answers, a stop ends the pending lease request: the manager does
+/// not wait out `--shutdown-timeout` (nor the client's connect timeout).
+#[tokio::test]
+async fn a_stop_while_the_lease_request_hangs_does_not_wait_out_the_timeout() {
+    let dir = std::env::temp_dir().join(format!("capmox-hung-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accepts every connection and never answers (nor closes it).
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming().flatten() {
+            held.push(c);
+        }
+    });
+    let kubeconfig = kubeconfig_for_port(&dir, port);
+    let flags = local_flags(
+        &dir,
+        &kubeconfig,
+        &[
+            "--leader-elect",
+            "--leader-election-namespace=default",
+            "--shutdown-timeout=60s",
+        ],
+    );
+    let (stop_tx, started_rx, manager) = start(flags);
+    started_rx.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop_tx.send(()).unwrap();
+    let stopped = tokio::time::timeout(Duration::from_secs(15), manager)
+        .await
+        .expect("the manager waited for the hung lease request");
+    stopped.unwrap().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
 }
