@@ -12,7 +12,7 @@
 //! | `capmox_pve_requests_total` | counter | `instance`, `method`, `endpoint` (path template), `status` (HTTP code or `none`) |
 //! | `capmox_pve_request_duration_seconds` | histogram | `instance`, `method`, `endpoint` |
 //! | `capmox_machines` | gauge | `instance`, `phase` (counted by the ProxmoxCluster reconciler: refreshed when a machine is created, placed, deleted or relabelled, and at each re-probe — a phase change alone shows within `--probe-period`) |
-//! | `capmox_reconciles_in_flight` | gauge | `controller` (reconciles running now) |
+//! | `capmox_reconciles_in_flight` | gauge | — (reconciles of every controller running now) |
 //! | `capmox_leader` | gauge | — (1 while this process leads) |
 //! | `capmox_webhook_requests_total` | counter | `webhook` (`mutate`, `validate`, `convert`), `kind` (one of our four kinds, or `other`), `outcome` (`allowed`, `patched`, `denied`, `error`) |
 //! | `capmox_webhook_request_duration_seconds` | histogram | `webhook` |
@@ -110,15 +110,11 @@ fn pve_histogram() -> Histogram {
 /// A running reconcile, counted until dropped (see
 /// [`Metrics::reconcile_started`]).
 #[derive(Debug)]
-pub struct InFlight {
-    gauge: Gauge,
-    total: Arc<std::sync::atomic::AtomicUsize>,
-}
+pub struct InFlight(Gauge);
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.gauge.dec();
-        self.total.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.dec();
     }
 }
 
@@ -131,8 +127,7 @@ pub struct Metrics {
     pve_calls: Family<PveCallLabels, Counter>,
     pve_durations: HistogramFamily<PveLatencyLabels>,
     machines: Family<MachineLabels, Gauge>,
-    in_flight: Family<ControllerLabel, Gauge>,
-    in_flight_total: Arc<std::sync::atomic::AtomicUsize>,
+    in_flight: Gauge,
     machine_counts: Mutex<BTreeMap<String, MachineCounts>>,
     leader: Gauge,
     webhook_requests: Family<WebhookLabels, Counter>,
@@ -164,7 +159,7 @@ impl Metrics {
         let pve_durations: HistogramFamily<PveLatencyLabels> =
             Family::new_with_constructor(pve_histogram);
         let machines = Family::<MachineLabels, Gauge>::default();
-        let in_flight = Family::<ControllerLabel, Gauge>::default();
+        let in_flight = Gauge::default();
         let leader = Gauge::default();
         let webhook_requests = Family::<WebhookLabels, Counter>::default();
         let webhook_durations: HistogramFamily<WebhookLatencyLabels> =
@@ -202,7 +197,7 @@ impl Metrics {
         );
         registry.register(
             "reconciles_in_flight",
-            "Reconciles running now, by controller",
+            "Reconciles of every controller running now",
             in_flight.clone(),
         );
         registry.register(
@@ -234,7 +229,6 @@ impl Metrics {
             pve_durations,
             machines,
             in_flight,
-            in_flight_total: Arc::default(),
             machine_counts: Mutex::new(BTreeMap::new()),
             leader,
             webhook_requests,
@@ -271,30 +265,18 @@ impl Metrics {
             .observe(duration.as_secs_f64());
     }
 
-    /// Counts a reconcile of `controller` as running until the returned
-    /// guard is dropped (`capmox_reconciles_in_flight`). Every reconcile
-    /// holds one, so the manager knows at shutdown whether anything is
-    /// left to finish ([`Metrics::reconciles_in_flight`]).
-    pub fn reconcile_started(&self, controller: &'static str) -> InFlight {
-        let gauge = self
-            .in_flight
-            .get_or_create(&ControllerLabel {
-                controller: controller.to_string(),
-            })
-            .clone();
-        gauge.inc();
-        self.in_flight_total
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        InFlight {
-            gauge,
-            total: self.in_flight_total.clone(),
-        }
+    /// Counts a reconcile as running until the returned guard is dropped
+    /// (`capmox_reconciles_in_flight`). Every reconcile holds one, so the
+    /// manager knows at shutdown whether anything is left to finish
+    /// ([`Metrics::reconciles_in_flight`]).
+    pub fn reconcile_started(&self) -> InFlight {
+        self.in_flight.inc();
+        InFlight(self.in_flight.clone())
     }
 
     /// Reconciles of every controller running now.
-    pub fn reconciles_in_flight(&self) -> usize {
-        self.in_flight_total
-            .load(std::sync::atomic::Ordering::SeqCst)
+    pub fn reconciles_in_flight(&self) -> i64 {
+        self.in_flight.get()
     }
 
     /// Records a failed reconcile of `controller` by error `category`.

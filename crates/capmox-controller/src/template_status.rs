@@ -124,7 +124,7 @@ pub async fn reconcile(
     template: Arc<ProxmoxMachineTemplate>,
     shared: Arc<Shared>,
 ) -> Result<Action, Error> {
-    let _running = shared.metrics.reconcile_started(CONTROLLER);
+    let _running = shared.metrics.reconcile_started();
     let started = std::time::Instant::now();
     let result = apply(&template, &shared).await;
     shared.metrics.reconcile(

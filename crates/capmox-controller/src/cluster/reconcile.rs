@@ -104,7 +104,7 @@ fn key_of(pc: &ProxmoxCluster) -> String {
 /// # Errors
 /// Whatever [`reconcile_once`] returns.
 pub async fn reconcile(pc: Arc<ProxmoxCluster>, ctx: Arc<ClusterContext>) -> Result<Action, Error> {
-    let _running = ctx.shared.metrics.reconcile_started(CONTROLLER_NAME);
+    let _running = ctx.shared.metrics.reconcile_started();
     let key = key_of(&pc);
     let span = tracing::info_span!("reconcile", controller = CONTROLLER_NAME, object = %key);
     let started = std::time::Instant::now();

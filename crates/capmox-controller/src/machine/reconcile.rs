@@ -54,7 +54,7 @@ const MAX_STEPS: usize = 48;
 /// Kubernetes API failures; Proxmox failures become conditions and
 /// retries instead.
 pub async fn reconcile(machine: Arc<ProxmoxMachine>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _running = ctx.shared.metrics.reconcile_started(CONTROLLER);
+    let _running = ctx.shared.metrics.reconcile_started();
     match reconcile_once(machine.clone(), ctx.clone()).await {
         Ok(Some(d)) => Ok(Action::requeue(d)),
         Ok(None) => Ok(Action::await_change()),

@@ -251,13 +251,10 @@ async fn listing_end(
     if destroy {
         return Some(vm.is_none());
     }
-    let listed = vm.and_then(|v| Power::from_run_state(v.run_state()));
-    if listed.is_some() && listed == goal {
-        Some(true)
-    } else if listed.is_some() && listed == before {
-        Some(false)
-    } else {
-        None
+    match vm.and_then(|v| Power::from_run_state(v.run_state())) {
+        Some(p) if Some(p) == goal => Some(true),
+        Some(p) if Some(p) == before => Some(false),
+        _ => None,
     }
 }
 
