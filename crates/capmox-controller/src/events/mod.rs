@@ -108,7 +108,7 @@ pub async fn publish_note(
         );
         let name = event.metadata.name.clone().unwrap_or_default();
         api.create(&PostParams::default(), &event).await?;
-        shared.series.created(key.clone(), name, now);
+        shared.series.created(key, name, now);
         Ok::<(), kube::Error>(())
     };
     let result = match shared.series.occur(&key, now) {

@@ -11,7 +11,7 @@
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
@@ -37,10 +37,21 @@ pub fn run(ctx: Arc<Context>, writers: Writers) -> impl Future<Output = ()> {
     // Every machine in scope is stored (counts must be complete); only the
     // ones `--watch-filter` selects are reconciled.
     let filter = options.clone();
+    let (runtime, stored) = (ctx.runtime.clone(), stores.machines.clone());
     let machine_events = watcher(shared.scoped_api::<ProxmoxMachine>(), all.clone())
         .default_backoff()
         .modify(stores::strip_managed_fields)
-        .reflect(writers.machines);
+        .reflect(writers.machines)
+        .inspect_ok(move |event| {
+            // Our own status writes wake nobody (the trigger filter below
+            // looks at metadata only), so the record of the last write
+            // learns here that the store caught up with it.
+            if let watcher::Event::Apply(m) = event
+                && let (Some(uid), Some(m)) = (m.uid(), stored.get(&ObjectRef::from_obj(m)))
+            {
+                runtime.seen(&uid, &m);
+            }
+        });
     let triggers_stream = watch_filter::changed(
         machine_events,
         watch_filter::metadata_hash::<ProxmoxMachine>,

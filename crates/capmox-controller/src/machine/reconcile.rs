@@ -295,12 +295,12 @@ async fn fresh(
     let Some(uid) = machine.uid() else {
         return Ok(Some(machine));
     };
-    let written = ctx.runtime.written(&uid);
-    let rv = machine.resource_version();
-    let seen = freshness::classify(rv.as_deref(), written.as_ref());
+    let seen = ctx.runtime.seen(&uid, &machine);
     if seen == Freshness::Current {
         return Ok(Some(machine));
     }
+    let written = ctx.runtime.written(&uid);
+    let rv = machine.resource_version();
     let api: Api<ProxmoxMachine> = Api::namespaced(
         ctx.shared.kube.clone(),
         &machine.namespace().unwrap_or_default(),

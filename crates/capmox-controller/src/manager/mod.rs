@@ -27,6 +27,7 @@
 
 pub mod flags;
 pub mod http;
+pub mod kube_http;
 pub mod leader;
 
 use std::future::Future;
@@ -128,7 +129,7 @@ pub async fn kube_client(
                 .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
         }
     };
-    Ok(kube::Client::try_from(config)?)
+    kube_http::client(config).map_err(ManagerError::Kubeconfig)
 }
 
 /// The first file a `KUBECONFIG` value (paths separated by `:`; empty

@@ -50,7 +50,15 @@ struct AppState {
     kube: kube::Client,
     metrics: Arc<Metrics>,
     convert: Convert,
+    /// Permits for the cluster lookups ([`LOOKUPS_AT_ONCE`]).
+    lookups: tokio::sync::Semaphore,
 }
+
+/// Cluster lookups (two GETs each) made at once. A burst of machine writes
+/// (a scale-up by hundreds) reaches the webhook as many concurrent reviews;
+/// unbounded, each opened its own connection to the API server. Two local
+/// GETs take about a millisecond, so a review rarely waits for a permit.
+pub const LOOKUPS_AT_ONCE: usize = 8;
 
 /// A running webhook server.
 #[derive(Debug)]
@@ -106,6 +114,7 @@ pub async fn serve(
         kube,
         metrics,
         convert,
+        lookups: tokio::sync::Semaphore::new(LOOKUPS_AT_ONCE),
     }));
     let serve = tokio::spawn(async move {
         if let Err(e) = server.serve(app.into_make_service()).await {
@@ -220,6 +229,18 @@ fn unreadable(message: String) -> (AdmissionReview<DynamicObject>, &'static str)
     (r.into_review(), "error")
 }
 
+/// [`lookup::proxmox_cluster`] holding one of the [`LOOKUPS_AT_ONCE`]
+/// permits.
+async fn lookup_bounded(
+    s: &AppState,
+    namespace: &str,
+    cluster: &str,
+) -> Result<Option<crate::api::ProxmoxClusterSpec>, kube::Error> {
+    // The semaphore is never closed, so a permit always comes.
+    let _permit = s.lookups.acquire().await.ok();
+    lookup::proxmox_cluster(&s.kube, namespace, cluster).await
+}
+
 async fn admit(
     s: &AppState,
     kind: Kind,
@@ -270,7 +291,7 @@ async fn admit(
         Mode::Validate => {
             let mut warnings = Vec::new();
             let cluster = match decide::cluster_to_read(&request) {
-                Some(name) => match lookup::proxmox_cluster(&s.kube, &namespace, &name).await {
+                Some(name) => match lookup_bounded(s, &namespace, &name).await {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(error = %e, cluster = %name, "cannot read the machine's cluster; its checks are left to the controller");

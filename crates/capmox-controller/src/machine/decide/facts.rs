@@ -165,7 +165,7 @@ pub struct VmView {
     /// Its `lock`.
     pub lock: Option<VmLock>,
     /// The config, when it was read.
-    pub config: Option<VmConfig>,
+    pub config: Option<std::sync::Arc<VmConfig>>,
     /// The requested state of its HA resource as `status/current` showed it
     /// (`None`: not HA-managed, or not read live).
     pub ha: Option<HaState>,

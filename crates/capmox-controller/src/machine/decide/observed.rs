@@ -2,6 +2,8 @@
 //! into the [`Facts`] ([`Facts::apply`], pure): the only way a fact changes
 //! during a reconcile.
 
+use std::sync::Arc;
+
 use pve_client::TaskFailureKind;
 
 use super::facts::*;
@@ -23,7 +25,7 @@ pub enum Observed {
     /// The VM.
     Vm(VmFact),
     /// The VM's config was read (the VM is ours).
-    Config(VmConfig),
+    Config(Arc<VmConfig>),
     /// The VM's power state, read live.
     Power(Power),
     /// The requested HA state `status/current` showed (`None`: not HA-managed).
@@ -97,11 +99,11 @@ pub enum Observed {
     /// The bootstrap ISO volume is gone (deleted, or proven absent).
     MediaDeleted(String),
     /// The config was written; the VM's config is now this.
-    Configured(VmConfig),
+    Configured(Arc<VmConfig>),
     /// The bootstrap ISO was ejected; the VM's config is now this.
-    Ejected(VmConfig),
+    Ejected(Arc<VmConfig>),
     /// A disk was grown synchronously; the VM's config is now this.
-    Resized(VmConfig),
+    Resized(Arc<VmConfig>),
     /// providerID, addresses and `status.initialization.provisioned` are set.
     Provisioned,
     /// A step failed; the retry state of its step is now this.
@@ -289,7 +291,7 @@ impl Facts {
         }
     }
 
-    fn set_config(&mut self, c: VmConfig) {
+    fn set_config(&mut self, c: Arc<VmConfig>) {
         if let Some(VmFact::Ours(v)) = &mut self.vm {
             v.lock = c.lock.clone();
             v.config = Some(c);

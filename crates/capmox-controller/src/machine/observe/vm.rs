@@ -19,6 +19,8 @@
 //! template; an unmarked VM locked by a clone or create is being made and
 //! is waited for, never guessed at.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use crate::machine::context::Run;
@@ -143,7 +145,8 @@ pub async fn config(run: &mut Run<'_>, facts: &Facts) -> Observed {
     };
     match inst.api.vm_config(&view.node, vmid).await {
         Ok(cfg) => {
-            remember(run, vmid, &view.node, Some(cfg.clone()), None);
+            let cfg = Arc::new(cfg);
+            remember(run, vmid, &view.node, Some(Arc::clone(&cfg)), None);
             Observed::Config(cfg)
         }
         Err(PveError::NotFound { .. }) => moved(run),
@@ -189,7 +192,7 @@ pub fn remember(
     run: &Run<'_>,
     vmid: VmId,
     node: &NodeName,
-    config: Option<VmConfig>,
+    config: Option<Arc<VmConfig>>,
     power: Option<Power>,
 ) {
     run.rt().update_memo(&run.me.uid, |m| {
@@ -238,12 +241,13 @@ fn classify(
                 (None, Some(p)) => (p, PowerSource::Live),
                 (None, None) => (Power::Unknown, PowerSource::Live),
             };
+            let cfg = Arc::new(cfg);
             if let Some(id) = facts.vm_id() {
                 remember(
                     run,
                     id,
                     &node,
-                    Some(cfg.clone()),
+                    Some(Arc::clone(&cfg)),
                     (source == PowerSource::Live && power != Power::Unknown).then_some(power),
                 );
             }
@@ -273,7 +277,7 @@ fn classify(
                 power,
                 power_source: source.unwrap_or(PowerSource::Live),
                 lock: cfg.lock.clone(),
-                config: Some(cfg),
+                config: Some(Arc::new(cfg)),
                 ha: None,
             })
         }

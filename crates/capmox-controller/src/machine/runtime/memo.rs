@@ -23,7 +23,7 @@ pub struct VmMemo {
     /// The node it is on.
     pub node: NodeName,
     /// The config as read, or as our own writes left it.
-    pub config: Option<VmConfig>,
+    pub config: Option<std::sync::Arc<VmConfig>>,
     /// The power state, when a live read or our own task said it.
     pub power: Option<Power>,
 }

@@ -88,7 +88,14 @@ pub async fn configure(run: &mut Run<'_>, facts: &Facts) -> Observed {
     };
     match result {
         Ok(task) => {
-            remember(run, vmid, &view.node, Some(after.clone()), None);
+            let after = std::sync::Arc::new(after);
+            remember(
+                run,
+                vmid,
+                &view.node,
+                Some(std::sync::Arc::clone(&after)),
+                None,
+            );
             if iso.is_some() {
                 run.status.bootstrap_data_provided = Some(true);
             }

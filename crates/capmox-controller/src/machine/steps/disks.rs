@@ -28,7 +28,7 @@ pub async fn resize(run: &mut Run<'_>, facts: &Facts, r: Resize) -> Observed {
     };
     let note = format!("growing {} of VM {vmid} to {}", r.slot, r.size);
     let after = view.config.clone().map(|mut c| {
-        if let Some(d) = c.disks.get_mut(&r.slot) {
+        if let Some(d) = std::sync::Arc::make_mut(&mut c).disks.get_mut(&r.slot) {
             d.size = Some(DiskSize::from_bytes(r.size.bytes()));
         }
         c

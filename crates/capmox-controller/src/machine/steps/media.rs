@@ -390,8 +390,14 @@ pub async fn eject(run: &mut Run<'_>, facts: &Facts) -> Observed {
         .await
     {
         Ok(()) => {
-            let after = vmconfig::apply_update(config, &update);
-            super::super::observe::vm::remember(run, vmid, &view.node, Some(after.clone()), None);
+            let after = std::sync::Arc::new(vmconfig::apply_update(config, &update));
+            super::super::observe::vm::remember(
+                run,
+                vmid,
+                &view.node,
+                Some(std::sync::Arc::clone(&after)),
+                None,
+            );
             Observed::Ejected(after)
         }
         Err(PveError::NotFound { .. }) => super::super::observe::vm::moved(run),

@@ -60,7 +60,7 @@ pub(crate) fn view(config: Option<VmConfig>, power: Power) -> VmView {
         power,
         power_source: PowerSource::Live,
         lock: None,
-        config,
+        config: config.map(std::sync::Arc::new),
         ha: None,
     }
 }

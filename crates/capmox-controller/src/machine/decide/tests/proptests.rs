@@ -18,6 +18,7 @@
 //! And after the faults stop, the machine is provisioned (or, when deleted,
 //! gone) within a bounded number of reconciles.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
@@ -339,7 +340,7 @@ impl World {
                 _ => VmFact::Absent,
             }),
             Observe::Config => match (&self.vm, self.vmid) {
-                (Some(vm), Some(vmid)) => Observed::Config(cfg(vm, vmid)),
+                (Some(vm), Some(vmid)) => Observed::Config(Arc::new(cfg(vm, vmid))),
                 _ => Observed::VmMoved,
             },
             Observe::Power => match &self.vm {
@@ -625,7 +626,7 @@ impl World {
                     if let Some(vm) = &mut self.vm {
                         vm.configured = true;
                         vm.iso = !vm.running;
-                        return Observed::Configured(cfg(vm, vmid));
+                        return Observed::Configured(Arc::new(cfg(vm, vmid)));
                     }
                 }
                 Observed::VmMoved
@@ -665,7 +666,7 @@ impl World {
                     let vmid = self.vmid.unwrap_or(100);
                     if let Some(vm) = &mut self.vm {
                         vm.iso = false;
-                        return Observed::Ejected(cfg(vm, vmid));
+                        return Observed::Ejected(Arc::new(cfg(vm, vmid)));
                     }
                 }
                 Observed::VmMoved
@@ -837,7 +838,7 @@ impl VmFact {
     fn with_config(self, c: VmConfig, listing: bool) -> VmFact {
         match self {
             VmFact::Ours(v) if !listing => VmFact::Ours(VmView {
-                config: Some(c),
+                config: Some(Arc::new(c)),
                 ha: None,
                 ..v
             }),
