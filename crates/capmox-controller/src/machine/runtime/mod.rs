@@ -355,3 +355,40 @@ impl MachineRuntime {
             .clone()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ProxmoxMachineSpec;
+    use crate::machine::runtime::freshness::Freshness;
+
+    fn at(rv: &str) -> ProxmoxMachine {
+        let mut m = ProxmoxMachine::new("m1", ProxmoxMachineSpec::default());
+        m.metadata.uid = Some("u1".into());
+        m.metadata.resource_version = Some(rv.into());
+        m
+    }
+
+    #[test]
+    fn the_record_shares_the_stored_copy_of_its_own_version_only() {
+        let rt = MachineRuntime::new(&ControllerOptions::default(), MachineOptions::default());
+        assert_eq!(rt.seen("u1", &Arc::new(at("3"))), Freshness::Current);
+        rt.record_write("u1", &at("5"));
+        let kept = |rt: &MachineRuntime| rt.written("u1").and_then(|w| w.object).unwrap();
+
+        // Another version (older or someone else's): the record keeps its own.
+        let other = Arc::new(at("4"));
+        assert_eq!(rt.seen("u1", &other), Freshness::Unknown);
+        assert!(!Arc::ptr_eq(&kept(&rt), &other));
+
+        // The stored copy of our last write: one object for both.
+        let stored = Arc::new(at("5"));
+        assert!(!Arc::ptr_eq(&kept(&rt), &stored));
+        assert_eq!(rt.seen("u1", &stored), Freshness::Current);
+        assert!(Arc::ptr_eq(&kept(&rt), &stored));
+
+        // Older versions are still recognised after the swap.
+        rt.record_write("u1", &at("7"));
+        assert_eq!(rt.seen("u1", &Arc::new(at("5"))), Freshness::Stale);
+    }
+}
