@@ -7,7 +7,7 @@
 //! every connection it ever opened for 90 s, without a limit. The admission
 //! webhook reads two objects per request it answers, and a burst of writes
 //! (a scale-up by hundreds of machines) opened one connection per
-//! concurrent read: 260 connections at 1,000 machines, each with TLS state
+//! concurrent read: 74 connections at 300 machines, each with TLS state
 //! and read and write buffers, most of them idle afterwards. Here at most
 //! [`MAX_IDLE`] idle connections stay, for [`IDLE_TIMEOUT`], and one
 //! connection's read buffer grows to at most [`MAX_READ_BUFFER`]
