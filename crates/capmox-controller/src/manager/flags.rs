@@ -30,7 +30,7 @@ pub struct Flags {
     /// short and waits on the network (one Proxmox step, a few reads), so
     /// this is high enough that a few hundred machines never queue behind
     /// each other; memory per slot is negligible.
-    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 32)]
+    #[arg(long, env = "CAPMOX_CONCURRENCY", default_value_t = 32, value_parser = parse_count::<u16>)]
     pub concurrency: u16,
 
     /// Address of the Prometheus `/metrics` endpoint.
@@ -177,7 +177,7 @@ pub struct Flags {
     /// controller starts there and halves its window when a clone fails on
     /// a storage lock timeout, growing it again by one per successful clone;
     /// lower it for storages known to serialise allocations.
-    #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 128)]
+    #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 128, value_parser = parse_count::<usize>)]
     pub clone_concurrency: usize,
 
     /// How long a graceful shutdown may take before in-flight reconciles are dropped.
@@ -223,7 +223,7 @@ impl Flags {
         ControllerOptions {
             namespace: self.namespace.clone().filter(|s| !s.is_empty()),
             watch_filter: self.watch_filter.clone().filter(|s| !s.is_empty()),
-            concurrency: self.concurrency.max(1),
+            concurrency: self.concurrency,
             time_scale: self.time_scale,
             probe_period: self.probe_period,
             unhealthy_retry: self.probe_retry,
@@ -236,7 +236,7 @@ impl Flags {
     /// The ProxmoxMachine controller's options these flags describe.
     pub fn machine_options(&self) -> crate::machine::MachineOptions {
         crate::machine::MachineOptions {
-            clone_concurrency: self.clone_concurrency.max(1),
+            clone_concurrency: self.clone_concurrency,
             ..crate::machine::MachineOptions::default()
         }
     }
@@ -291,6 +291,26 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     match humantime::parse_duration(s.trim()) {
         Ok(d) if d.is_zero() => Err(format!("must be greater than 0; {FORM}")),
         Ok(d) => Ok(d),
+        Err(e) => Err(format!("{e}; {FORM}")),
+    }
+}
+
+/// Parses a count of things at once (`--concurrency`,
+/// `--clone-concurrency`): a whole number of at least 1.
+///
+/// # Errors
+/// A message for clap: "must be at least 1" (none at once would never
+/// reconcile or clone), or the number's complaint (text, negative, too
+/// large for the type).
+pub fn parse_count<T>(s: &str) -> Result<T, String>
+where
+    T: std::str::FromStr + PartialEq + From<u8>,
+    T::Err: std::fmt::Display,
+{
+    const FORM: &str = "give a whole number of at least 1";
+    match s.trim().parse::<T>() {
+        Ok(n) if n == T::from(0) => Err(format!("must be at least 1; {FORM}")),
+        Ok(n) => Ok(n),
         Err(e) => Err(format!("{e}; {FORM}")),
     }
 }
@@ -352,6 +372,34 @@ mod tests {
         }
         let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
         assert_eq!(f.pve_timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn counts_below_one_are_refused_with_what_to_give() {
+        for (flag, value, says) in [
+            ("--concurrency", "0", "must be at least 1"),
+            ("--clone-concurrency", "0", "must be at least 1"),
+            ("--concurrency", "1.5", "give a whole number of at least 1"),
+            (
+                "--concurrency",
+                "70000",
+                "give a whole number of at least 1",
+            ),
+            (
+                "--clone-concurrency",
+                "many",
+                "give a whole number of at least 1",
+            ),
+        ] {
+            let e = Flags::try_parse_from(["capmox-controller", flag, value])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
+                .to_string();
+            assert!(e.contains(says), "{flag} {value}: {e}");
+        }
+        let f = Flags::try_parse_from(["capmox-controller", "--concurrency", "1"]).unwrap();
+        assert_eq!(f.controller_options().concurrency, 1);
+        assert_eq!(f.machine_options().clone_concurrency, 128);
     }
 
     #[test]
@@ -420,7 +468,7 @@ mod tests {
             "capmox-controller",
             "--namespace=wl",
             "--watch-filter=team-a",
-            "--concurrency=0",
+            "--concurrency=1",
             "--leader-elect",
             "--leader-election-namespace=capmox-system",
             "--log-format=json",
