@@ -25,8 +25,9 @@ struct Args {
     /// Official API schema (`apidoc.json`) to validate requests against.
     #[arg(long, env = "PVE_SIM_SCHEMA")]
     schema: Option<PathBuf>,
-    /// Multiply every simulated duration by this factor.
-    #[arg(long)]
+    /// Multiply every simulated duration by this factor (`0`: everything
+    /// instant; must be finite and at least 0).
+    #[arg(long, allow_negative_numbers = true)]
     time_scale: Option<f64>,
     /// Seed of all random choices.
     #[arg(long)]

@@ -91,3 +91,20 @@ async fn binary_serves_a_yaml_config() {
     child.kill().await.unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn a_negative_time_scale_is_refused_by_the_config_check() {
+    let dir = std::env::temp_dir().join(format!("pve-sim-negative-test-{}", std::process::id()));
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_pve-sim"))
+        .args(["--time-scale", "-1", "--state-dir"])
+        .arg(&dir)
+        .env_remove("PVE_SIM_SCHEMA")
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "accepted: {stderr}");
+    // The config's own check, not clap taking -1 for a flag.
+    assert!(stderr.contains("time_scale must be a finite number >= 0, got -1"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
