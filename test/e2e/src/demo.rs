@@ -159,8 +159,18 @@ fn running(rows: &[MachineRow], env: &Env, cp: usize, workers: usize) -> bool {
 ///
 /// # Errors
 /// [`crate::E2eError::Io`] when the runtime cannot be built; otherwise as [`run`].
-pub fn run_blocking(opts: DemoOptions) -> Result<()> {
+pub fn run_blocking(opts: DemoOptions) -> Result<Ending> {
     crate::runtime()?.block_on(run(opts))
+}
+
+/// How a demo that did not fail ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// The story ran to its end (with `--keep`: and Ctrl-C stopped it after).
+    Done,
+    /// Ctrl-C stopped the story before its end (the binary exits with 130,
+    /// as a shell reports a process ended by SIGINT).
+    Interrupted,
 }
 
 /// Runs the demo.
@@ -168,7 +178,7 @@ pub fn run_blocking(opts: DemoOptions) -> Result<()> {
 /// # Errors
 /// Any failure of the environment, the template, or a wait (with the
 /// controller's log tail).
-pub async fn run(opts: DemoOptions) -> Result<()> {
+pub async fn run(opts: DemoOptions) -> Result<Ending> {
     let mut screen = Screen::new();
     let deadline = Instant::now() + opts.timeout;
     screen.say(&format!(
@@ -250,7 +260,13 @@ pub async fn run(opts: DemoOptions) -> Result<()> {
     screen.say(&format!(
         "\n{how}: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.{next}"
     ));
-    outcome.map(|_| ())
+    outcome.map(|done| {
+        if done {
+            Ending::Done
+        } else {
+            Ending::Interrupted
+        }
+    })
 }
 
 /// The demo's story: apply the multi-instance template, wait for 3

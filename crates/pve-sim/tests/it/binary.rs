@@ -105,6 +105,9 @@ async fn a_negative_time_scale_is_refused_by_the_config_check() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "accepted: {stderr}");
     // The config's own check, not clap taking -1 for a flag.
-    assert!(stderr.contains("time_scale must be a finite number >= 0, got -1"), "{stderr}");
+    assert!(
+        stderr.contains("time_scale must be a finite number >= 0, got -1"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -56,7 +56,8 @@ fn main() -> ExitCode {
         timeout: Duration::from_secs(args.timeout_secs),
     };
     match demo::run_blocking(opts) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(demo::Ending::Done) => ExitCode::SUCCESS,
+        Ok(demo::Ending::Interrupted) => ExitCode::from(130),
         Err(e) => {
             eprintln!("demo failed: {e}");
             ExitCode::FAILURE

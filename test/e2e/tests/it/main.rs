@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod citations;
+mod demo_interrupt;
 mod e2e_crash;
 mod e2e_credentials;
 mod e2e_endpoint;
