@@ -177,33 +177,22 @@ mod tests {
         let key = |o: &ObjectReference, t: &str, r: &str, a: &str| SeriesKey::new(o, t, r, a);
         let k = key(&base, "Normal", "Cloning", "Reconcile");
         assert_eq!(k, key(&obj("m1"), "Normal", "Cloning", "Reconcile"));
+        let with = |change: fn(&mut ObjectReference)| {
+            let mut o = base.clone();
+            change(&mut o);
+            o
+        };
         let variants = [
-            ObjectReference {
-                namespace: Some("other".into()),
-                ..base.clone()
-            },
-            ObjectReference {
-                uid: Some("u2".into()),
-                ..base.clone()
-            },
-            ObjectReference {
-                kind: Some("ProxmoxCluster".into()),
-                ..base.clone()
-            },
-            ObjectReference {
-                api_version: Some("v2".into()),
-                ..base.clone()
-            },
-            ObjectReference {
-                field_path: Some("spec.instances[0]".into()),
-                ..base.clone()
-            },
+            with(|o| o.namespace = Some("other".into())),
+            with(|o| o.uid = Some("u2".into())),
+            with(|o| o.kind = Some("ProxmoxCluster".into())),
+            with(|o| o.api_version = Some("v2".into())),
+            with(|o| o.field_path = Some("spec.instances[0]".into())),
             // The same letters split differently between two fields.
-            ObjectReference {
-                namespace: Some("n".into()),
-                name: Some("sm1".into()),
-                ..base.clone()
-            },
+            with(|o| {
+                o.namespace = Some("n".into());
+                o.name = Some("sm1".into());
+            }),
         ];
         for v in &variants {
             assert_ne!(k, key(v, "Normal", "Cloning", "Reconcile"), "{v:?}");

@@ -356,6 +356,14 @@ pub fn parse_time_scale(s: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
 
+    /// clap's message for `flag value`; panics when it is accepted.
+    fn refusal(flag: &str, value: &str) -> String {
+        Flags::try_parse_from(["capmox-controller", flag, value])
+            .err()
+            .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
+            .to_string()
+    }
+
     #[test]
     fn bad_durations_are_refused_with_what_to_give() {
         for (flag, value, says) in [
@@ -364,10 +372,7 @@ mod tests {
             ("--probe-period", "0s", "must be greater than 0"),
             ("--shutdown-timeout", "10", "give a duration such as 60s"),
         ] {
-            let e = Flags::try_parse_from(["capmox-controller", flag, value])
-                .err()
-                .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
-                .to_string();
+            let e = refusal(flag, value);
             assert!(e.contains(says), "{flag} {value}: {e}");
         }
         let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
@@ -391,10 +396,7 @@ mod tests {
                 "give a whole number of at least 1",
             ),
         ] {
-            let e = Flags::try_parse_from(["capmox-controller", flag, value])
-                .err()
-                .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
-                .to_string();
+            let e = refusal(flag, value);
             assert!(e.contains(says), "{flag} {value}: {e}");
         }
         let f = Flags::try_parse_from(["capmox-controller", "--concurrency", "1"]).unwrap();
