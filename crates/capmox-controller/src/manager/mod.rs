@@ -53,9 +53,6 @@ pub enum ManagerError {
     /// The kubeconfig could not be read or used.
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
-    /// The Kubernetes client could not be built.
-    #[error("Kubernetes client: {0}")]
-    Client(#[from] kube::Error),
     /// An HTTP listener could not be bound.
     #[error("cannot listen: {0}")]
     Listen(#[from] std::io::Error),
@@ -71,12 +68,11 @@ pub enum ManagerError {
 }
 
 impl ManagerError {
-    /// Short stable label (`kubeconfig`, `client`, `listen`, `lost_leadership`,
+    /// Short stable label (`kubeconfig`, `listen`, `lost_leadership`,
     /// `runtime`, `webhook`).
     pub fn category(&self) -> &'static str {
         match self {
             ManagerError::Kubeconfig(_) => "kubeconfig",
-            ManagerError::Client(_) => "client",
             ManagerError::Listen(_) => "listen",
             ManagerError::LostLeadership => "lost_leadership",
             ManagerError::Runtime(_) => "runtime",
