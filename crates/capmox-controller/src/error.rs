@@ -232,3 +232,53 @@ mod tests {
         assert!(!e.is_transient());
     }
 }
+
+/// `e` and its causes (`std::error::Error::source`), joined by `: `, a
+/// cause left out when the text before it already holds it. kube's client
+/// errors name only the outermost failure ("client error (Connect)"); the
+/// cause says what to fix: a refused connection, a certificate signed by
+/// an unknown authority, a name that does not resolve.
+pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !s.is_empty() && !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod causes_tests {
+    use super::with_causes;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("client error (Connect)")]
+    struct Outer(#[source] Middle);
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("tcp connect error")]
+    struct Middle(#[source] std::io::Error);
+
+    #[test]
+    fn the_causes_follow_the_error_once_each() {
+        let e = Outer(Middle(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        )));
+        assert_eq!(
+            with_causes(&e),
+            "client error (Connect): tcp connect error: Connection refused (os error 111)"
+        );
+        // A cause already in the text is not repeated.
+        #[derive(Debug, thiserror::Error)]
+        #[error("cannot list: {0}")]
+        struct Repeats(#[source] std::io::Error);
+        let r = Repeats(std::io::Error::other("denied"));
+        assert_eq!(with_causes(&r), "cannot list: denied");
+    }
+}

@@ -144,7 +144,7 @@ pub fn controller(shared: Arc<Shared>, stores: Stores) -> impl Future<Output = (
                 Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {}
                 // A watch failing (e.g. a CRD not installed, RBAC) needs an operator.
                 Err(e @ kube::runtime::controller::Error::QueueError(_)) => {
-                    tracing::warn!(controller = CONTROLLER_NAME, error = %e, "watch failed; retrying with backoff");
+                    tracing::warn!(controller = CONTROLLER_NAME, error = %crate::error::with_causes(&e), "watch failed; retrying with backoff");
                 }
                 Err(e) => tracing::debug!(controller = CONTROLLER_NAME, error = %e, "controller event"),
             }

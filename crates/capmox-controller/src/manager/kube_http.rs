@@ -52,7 +52,7 @@ pub const MAX_READ_BUFFER: usize = 64 * 1024;
 pub fn client(config: kube::Config) -> Result<kube::Client, String> {
     if let Some(proxy) = &config.proxy_url {
         return Err(format!(
-            "the kubeconfig names the proxy {proxy}; this build connects to the API server directly (unset proxy-url or HTTPS_PROXY)"
+            "a proxy is configured ({proxy}, from the kubeconfig's proxy-url or else HTTPS_PROXY); this build connects to the API server directly: remove proxy-url, or unset HTTPS_PROXY for the controller (NO_PROXY is not read)"
         ));
     }
     let mut http = HttpConnector::new();
@@ -102,6 +102,6 @@ mod tests {
             panic!("a client was built for a kubeconfig with a proxy");
         };
         assert!(e.contains("proxy.example:3128"), "{e}");
-        assert!(e.contains("unset proxy-url"), "{e}");
+        assert!(e.contains("remove proxy-url, or unset HTTPS_PROXY"), "{e}");
     }
 }

@@ -89,13 +89,14 @@ impl ManagerError {
 }
 
 /// Builds the Kubernetes client: `--kubeconfig`, else kube's inference
-/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account).
+/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account), and the
+/// API server's URL (for logs).
 ///
 /// # Errors
 /// [`ManagerError::Kubeconfig`] when no usable configuration is found.
 pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
-) -> Result<kube::Client, ManagerError> {
+) -> Result<(kube::Client, String), ManagerError> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
@@ -125,7 +126,9 @@ pub async fn kube_client(
                 .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
         }
     };
-    kube_http::client(config).map_err(ManagerError::Kubeconfig)
+    let server = config.cluster_url.to_string();
+    let client = kube_http::client(config).map_err(ManagerError::Kubeconfig)?;
+    Ok((client, server))
 }
 
 /// The first file a `KUBECONFIG` value (paths separated by `:`; empty
@@ -296,7 +299,7 @@ pub async fn run_with(
     started: Option<tokio::sync::oneshot::Sender<http::Bound>>,
 ) -> Result<(), ManagerError> {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let kube = kube_client(flags.kubeconfig.as_deref()).await?;
+    let (kube, server) = kube_client(flags.kubeconfig.as_deref()).await?;
     let identity = identity();
     let metrics = Arc::new(Metrics::new());
     let reporter = Reporter {
@@ -365,7 +368,11 @@ pub async fn run_with(
                         return;
                     }
                     Err(e) => {
-                        tracing::warn!(error = %e, "Kubernetes API server not reachable yet");
+                        tracing::warn!(
+                            server = %server,
+                            error = %crate::error::with_causes(&e),
+                            "Kubernetes API server not reachable yet"
+                        );
                         tokio::time::sleep(Duration::from_secs(2)).await;
                     }
                 }
