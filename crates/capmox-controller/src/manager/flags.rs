@@ -316,11 +316,24 @@ where
 }
 
 /// Parses `--log-level`: a level or env-filter directives, as
-/// `tracing_subscriber::EnvFilter` reads them.
+/// `tracing_subscriber::EnvFilter` reads them. A bare word that is not a
+/// level is refused: the filter would read it as a module name and keep
+/// that module's logs only (`--log-level LOUD` silenced everything).
 ///
 /// # Errors
-/// A message for clap: the filter's complaint and the expected form.
+/// A message for clap: the filter's complaint, or the word that is not a
+/// level, and the expected form.
 pub fn parse_log_level(s: &str) -> Result<String, String> {
+    const LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+    if let Some(word) = s.split(',').map(str::trim).find(|d| {
+        !d.is_empty()
+            && !d.contains(['=', '[', ':'])
+            && !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(d))
+    }) {
+        return Err(format!(
+            "{word:?} is not a level; give a level (error, warn, info, debug, trace) or directives such as info,capmox_controller=debug"
+        ));
+    }
     match tracing_subscriber::EnvFilter::try_new(s) {
         Ok(_) => Ok(s.to_string()),
         Err(e) => Err(format!(
@@ -410,7 +423,9 @@ mod tests {
             .expect_err("garbage[ was accepted")
             .to_string();
         assert!(e.contains("give a level (error, warn"), "{e}");
-        for ok in ["debug", "info,capmox_controller=debug,kube=warn"] {
+        let e = refusal("--log-level", "LOUD");
+        assert!(e.contains("\"LOUD\" is not a level"), "{e}");
+        for ok in ["debug", "WARN", "info,capmox_controller=debug,kube=warn"] {
             let f = Flags::try_parse_from(["capmox-controller", "--log-level", ok]).unwrap();
             assert_eq!(f.log_level, ok);
         }
