@@ -156,6 +156,25 @@ fn pve_category(e: &PveError) -> &'static str {
     }
 }
 
+/// `e` and its causes (`std::error::Error::source`), joined by `: `, a
+/// cause left out when the text before it already holds it. kube's client
+/// errors name only the outermost failure ("client error (Connect)"); the
+/// cause says what to fix: a refused connection, a certificate signed by
+/// an unknown authority, a name that does not resolve.
+pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let s = c.to_string();
+        if !s.is_empty() && !text.contains(&s) {
+            text.push_str(": ");
+            text.push_str(&s);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -231,30 +250,6 @@ mod tests {
         assert_eq!(e.category(), "invalid_spec");
         assert!(!e.is_transient());
     }
-}
-
-/// `e` and its causes (`std::error::Error::source`), joined by `: `, a
-/// cause left out when the text before it already holds it. kube's client
-/// errors name only the outermost failure ("client error (Connect)"); the
-/// cause says what to fix: a refused connection, a certificate signed by
-/// an unknown authority, a name that does not resolve.
-pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let s = c.to_string();
-        if !s.is_empty() && !text.contains(&s) {
-            text.push_str(": ");
-            text.push_str(&s);
-        }
-        cause = c.source();
-    }
-    text
-}
-
-#[cfg(test)]
-mod causes_tests {
-    use super::with_causes;
 
     #[derive(Debug, thiserror::Error)]
     #[error("client error (Connect)")]

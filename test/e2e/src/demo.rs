@@ -224,10 +224,10 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // Ctrl-C at any moment stops the demo as cleanly as its end does: the
     // environment shut down, its working directory removed, the log kept.
     let outcome = tokio::select! {
-        r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| true),
-        _ = tokio::signal::ctrl_c() => Ok(false),
+        r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| Ending::Done),
+        _ = tokio::signal::ctrl_c() => Ok(Ending::Interrupted),
     };
-    let finished = matches!(outcome, Ok(true));
+    let finished = matches!(outcome, Ok(Ending::Done));
     if finished && opts.keep {
         let kc = env.kubeconfig().display().to_string();
         screen.say(&format!(
@@ -248,8 +248,8 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
         "the controller's log could not be kept".to_string()
     };
     let how = match &outcome {
-        Ok(true) => "done",
-        Ok(false) => "interrupted",
+        Ok(Ending::Done) => "done",
+        Ok(Ending::Interrupted) => "interrupted",
         Err(_) => "failed",
     };
     let next = if finished && !opts.keep {
@@ -260,13 +260,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     screen.say(&format!(
         "\n{how}: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.{next}"
     ));
-    outcome.map(|done| {
-        if done {
-            Ending::Done
-        } else {
-            Ending::Interrupted
-        }
-    })
+    outcome
 }
 
 /// The demo's story: apply the multi-instance template, wait for 3

@@ -369,32 +369,33 @@ pub fn parse_time_scale(s: &str) -> Result<f64, String> {
 mod tests {
     use super::*;
 
-    /// clap's message for `flag value`; panics when it is accepted.
-    fn refusal(flag: &str, value: &str) -> String {
-        Flags::try_parse_from(["capmox-controller", flag, value])
-            .err()
-            .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
-            .to_string()
+    /// Asserts that each `flag value` is refused with a message holding
+    /// `says`.
+    fn assert_refused(cases: &[(&str, &str, &str)]) {
+        for (flag, value, says) in cases {
+            let e = Flags::try_parse_from(["capmox-controller", flag, value])
+                .err()
+                .unwrap_or_else(|| panic!("{flag} {value} was accepted"))
+                .to_string();
+            assert!(e.contains(says), "{flag} {value}: {e}");
+        }
     }
 
     #[test]
     fn bad_durations_are_refused_with_what_to_give() {
-        for (flag, value, says) in [
+        assert_refused(&[
             ("--pve-timeout", "abc", "give a duration such as 60s"),
             ("--pve-timeout", "0s", "must be greater than 0"),
             ("--probe-period", "0s", "must be greater than 0"),
             ("--shutdown-timeout", "10", "give a duration such as 60s"),
-        ] {
-            let e = refusal(flag, value);
-            assert!(e.contains(says), "{flag} {value}: {e}");
-        }
+        ]);
         let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
         assert_eq!(f.pve_timeout, Duration::from_secs(90));
     }
 
     #[test]
     fn counts_below_one_are_refused_with_what_to_give() {
-        for (flag, value, says) in [
+        assert_refused(&[
             ("--concurrency", "0", "must be at least 1"),
             ("--clone-concurrency", "0", "must be at least 1"),
             ("--concurrency", "1.5", "give a whole number of at least 1"),
@@ -408,10 +409,7 @@ mod tests {
                 "many",
                 "give a whole number of at least 1",
             ),
-        ] {
-            let e = refusal(flag, value);
-            assert!(e.contains(says), "{flag} {value}: {e}");
-        }
+        ]);
         let f = Flags::try_parse_from(["capmox-controller", "--concurrency", "1"]).unwrap();
         assert_eq!(f.controller_options().concurrency, 1);
         assert_eq!(f.machine_options().clone_concurrency, 128);
@@ -419,12 +417,10 @@ mod tests {
 
     #[test]
     fn a_bad_log_level_is_refused_with_what_to_give() {
-        let e = Flags::try_parse_from(["capmox-controller", "--log-level", "garbage["])
-            .expect_err("garbage[ was accepted")
-            .to_string();
-        assert!(e.contains("give a level (error, warn"), "{e}");
-        let e = refusal("--log-level", "LOUD");
-        assert!(e.contains("\"LOUD\" is not a level"), "{e}");
+        assert_refused(&[
+            ("--log-level", "garbage[", "give a level (error, warn"),
+            ("--log-level", "LOUD", "\"LOUD\" is not a level"),
+        ]);
         for ok in ["debug", "WARN", "info,capmox_controller=debug,kube=warn"] {
             let f = Flags::try_parse_from(["capmox-controller", "--log-level", ok]).unwrap();
             assert_eq!(f.log_level, ok);

@@ -84,6 +84,19 @@ impl Written {
         self.refresh = false;
     }
 
+    /// Keeps `stored` (the watch cache's copy of the machine) instead of
+    /// the record's own copy when it is the same version: one object in
+    /// memory instead of two. Any other version leaves the record as it is.
+    pub fn share(&mut self, stored: &Arc<ProxmoxMachine>) {
+        if let Some(kept) = &self.object
+            && !Arc::ptr_eq(kept, stored)
+            && kept.resource_version().is_some()
+            && kept.resource_version() == stored.resource_version()
+        {
+            self.object = Some(Arc::clone(stored));
+        }
+    }
+
     /// The `resourceVersion` of the last write.
     pub fn version(&self) -> Option<String> {
         self.object

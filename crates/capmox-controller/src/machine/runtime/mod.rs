@@ -258,11 +258,11 @@ impl MachineRuntime {
             .flatten()
     }
 
-    /// Where `machine` (a copy handed to a reconcile) stands relative to
-    /// our last write ([`freshness::classify`]), without copying the record.
-    /// When it is the version our last write returned, the record keeps
-    /// `machine` instead of its own copy: the watch cache and the record
-    /// then share one object (at 1,000 machines the second copies were 4 MB
+    /// Where `machine` (a stored copy, handed to a reconcile or just
+    /// stored by the watch) stands relative to our last write
+    /// ([`freshness::classify`]), without copying the record; the record
+    /// then shares `machine` when it is the same version
+    /// ([`Written::share`]: at 1,000 machines the second copies were 4 MB
     /// of the heap, docs/benchmarks.md). The machine controller calls this
     /// for every object its watch stores, and a reconcile for the object it
     /// is handed.
@@ -271,16 +271,8 @@ impl MachineRuntime {
         let Some(w) = map.get_mut(uid) else {
             return freshness::Freshness::Current;
         };
-        let rv = machine.resource_version();
-        let seen = freshness::classify(rv.as_deref(), Some(w));
-        if seen == freshness::Freshness::Current
-            && let Some(kept) = &w.object
-            && !Arc::ptr_eq(kept, machine)
-            && kept.resource_version() == rv
-        {
-            w.object = Some(Arc::clone(machine));
-        }
-        seen
+        w.share(machine);
+        freshness::classify(machine.resource_version().as_deref(), Some(w))
     }
 
     /// Records the object a successful write of ours returned.
