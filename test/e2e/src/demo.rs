@@ -179,6 +179,15 @@ pub enum Ending {
 /// Any failure of the environment, the template, or a wait (with the
 /// controller's log tail).
 pub async fn run(opts: DemoOptions) -> Result<Ending> {
+    // SIGINT is taken over before anything starts: a listener made later
+    // (`tokio::signal::ctrl_c()` registers on its first poll) let a Ctrl-C
+    // that came before it kill the demo outright, leaving its controller
+    // running, or be swallowed, so that the demo ran to its end.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(|source| crate::E2eError::Io {
+        path: std::path::PathBuf::from("<SIGINT handler>"),
+        source,
+    })?;
     let mut screen = Screen::new();
     let deadline = Instant::now() + opts.timeout;
     screen.say(&format!(
@@ -225,7 +234,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // environment shut down, its working directory removed, the log kept.
     let outcome = tokio::select! {
         r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| Ending::Done),
-        _ = tokio::signal::ctrl_c() => Ok(Ending::Interrupted),
+        _ = interrupt.recv() => Ok(Ending::Interrupted),
     };
     let finished = matches!(outcome, Ok(Ending::Done));
     if finished && opts.keep {
@@ -234,7 +243,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
             "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns} -o wide\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
             ns = env.namespace
         ));
-        let _ = tokio::signal::ctrl_c().await;
+        let _ = interrupt.recv().await;
     }
     // The working directory goes with the environment; the controller's
     // log stays for whoever wants to read what it did (a failed or
