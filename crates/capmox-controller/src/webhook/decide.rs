@@ -170,12 +170,17 @@ pub fn defaults(kind: Kind, object: &Value) -> Patch {
     )
 }
 
-/// `object` with [`defaults`] applied.
-pub fn with_defaults(kind: Kind, object: &Value) -> Value {
-    let mut v = object.clone();
-    // Adding absent keys to existing objects cannot fail.
+/// `object`'s `spec` with [`defaults`] applied (`Null` without a spec).
+/// Only the spec is copied, not the rest of the object (metadata, status).
+pub fn defaulted_spec(kind: Kind, object: &Value) -> Value {
+    let Some(spec) = object.get("spec") else {
+        return Value::Null;
+    };
+    let mut v = serde_json::json!({ "spec": spec });
+    // The defaults' paths all lie under `spec`; adding absent keys to
+    // existing objects cannot fail.
     let _ = json_patch::patch(&mut v, &defaults(kind, object));
-    v
+    v["spec"].take()
 }
 
 /// Whether the request may change what the spec means: every create, an
@@ -185,7 +190,7 @@ pub fn with_defaults(kind: Kind, object: &Value) -> Value {
 fn spec_changed(req: &Request<'_>) -> bool {
     match (req.operation, req.object, req.old_object) {
         (Operation::Update, Some(new), Some(old)) => {
-            with_defaults(req.kind, old).get("spec") != with_defaults(req.kind, new).get("spec")
+            defaulted_spec(req.kind, old) != defaulted_spec(req.kind, new)
         }
         _ => true,
     }
@@ -305,11 +310,7 @@ pub fn validate(
         }
     }
     if let Some(old) = old {
-        let (o, n) = (with_defaults(kind, old), with_defaults(kind, object));
-        let (o, n) = (
-            o.get("spec").cloned().unwrap_or(Value::Null),
-            n.get("spec").cloned().unwrap_or(Value::Null),
-        );
+        let (o, n) = (defaulted_spec(kind, old), defaulted_spec(kind, object));
         let errs = match kind {
             Kind::ProxmoxMachineTemplate
                 if !immutable::is_topology_dry_run(req.dry_run, object) =>

@@ -8,6 +8,7 @@
 //! | [`decide`] | what an admission request gets: defaults (a JSON patch), problems (field paths), warnings — pure |
 //! | [`immutable`] | the fields that must not change on update, and why |
 //! | [`lookup`] | the ProxmoxCluster a machine belongs to (for the checks against its cluster) |
+//! | [`reviewed`] | a request's object as JSON, read without its managed fields |
 //! | [`convert`] | `ConversionReview` in and out around a plain conversion function |
 //! | [`server`] | the HTTPS listener, the routes, logs and metrics |
 //!
@@ -37,6 +38,7 @@ pub mod convert;
 pub mod decide;
 pub mod immutable;
 pub mod lookup;
+pub mod reviewed;
 pub mod server;
 
 use std::net::SocketAddr;

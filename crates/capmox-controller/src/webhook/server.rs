@@ -25,6 +25,7 @@ use tokio::task::JoinHandle;
 use super::certs::{self, CertFiles};
 use super::convert::{self, Convert};
 use super::decide::{self, Problem};
+use super::reviewed::Reviewed;
 use super::{CONVERT_PATH, Kind, WebhookError, WebhookOptions, lookup};
 use crate::api::GROUP;
 use crate::api::validation::FieldError;
@@ -247,11 +248,12 @@ async fn admit(
     mode: Mode,
     body: &[u8],
 ) -> (AdmissionReview<DynamicObject>, &'static str) {
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+    // The objects are read without their managed fields (`Reviewed`).
+    let review: AdmissionReview<Reviewed> = match serde_json::from_slice(body) {
         Ok(r) => r,
         Err(e) => return unreadable(format!("cannot read the AdmissionReview: {e}")),
     };
-    let req: AdmissionRequest<DynamicObject> = match review.try_into() {
+    let req: AdmissionRequest<Reviewed> = match review.try_into() {
         Ok(r) => r,
         Err(e) => return unreadable(e.to_string()),
     };
@@ -262,13 +264,15 @@ async fn admit(
             req.kind.kind
         ));
     }
-    let to_json = |o: &Option<DynamicObject>| o.as_ref().and_then(|o| serde_json::to_value(o).ok());
-    let (object, old) = (to_json(&req.object), to_json(&req.old_object));
+    let (object, old) = (
+        req.object.as_ref().map(|o| &o.json),
+        req.old_object.as_ref().map(|o| &o.json),
+    );
     let request = decide::Request {
         kind,
         operation: &req.operation,
-        object: object.as_ref(),
-        old_object: old.as_ref(),
+        object,
+        old_object: old,
         dry_run: req.dry_run,
     };
     let namespace = req.namespace.clone().unwrap_or_default();
@@ -276,7 +280,6 @@ async fn admit(
     match mode {
         Mode::Mutate => {
             let patch = object
-                .as_ref()
                 .map(|o| decide::defaults(kind, o))
                 .unwrap_or_default();
             if patch.0.is_empty() {

@@ -132,10 +132,12 @@ fn machine_defaults_make_the_clone_kind_explicit() {
         patch_json(&defaults(Kind::ProxmoxMachine, &bare)),
         json!([])
     );
+    assert_eq!(defaulted_spec(Kind::ProxmoxMachine, &m)["full"], true);
     assert_eq!(
-        with_defaults(Kind::ProxmoxMachine, &m)["spec"]["full"],
+        defaulted_spec(Kind::ProxmoxMachineTemplate, &t)["template"]["spec"]["full"],
         true
     );
+    assert_eq!(defaulted_spec(Kind::ProxmoxMachine, &bare), Value::Null);
 }
 
 #[test]
