@@ -30,6 +30,8 @@ use kube::client::retry::RetryPolicy;
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
+use super::managed_fields;
+
 /// Idle connections kept to the API server (the machine controller's
 /// default `--concurrency`, so a steady stream of reconciles reuses them).
 pub const MAX_IDLE: usize = 32;
@@ -86,6 +88,7 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
         .option_layer(auth)
         .layer(headers)
         .map_err(BoxError::from)
+        .map_response(|r: http::Response<_>| r.map(managed_fields::Stripped::new))
         .service(pool);
     Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
 }

@@ -29,6 +29,7 @@ pub mod flags;
 pub mod http;
 pub mod kube_http;
 pub mod leader;
+pub mod managed_fields;
 
 use std::future::Future;
 use std::sync::Arc;
