@@ -281,6 +281,39 @@ impl Flags {
     }
 }
 
+/// `e` with the flag's environment variable named beside the flag, when
+/// `e` refuses a flag's value: clap names only the flag (`invalid value '0'
+/// for '--concurrency <CONCURRENCY>'`), also for a value that came from
+/// the variable, and the operator looks for the flag in vain. Other errors
+/// are returned as they are.
+pub fn name_the_variable(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let long = arg
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.strip_prefix("--"));
+    let command = <Flags as clap::CommandFactory>::command();
+    let Some(var) = command
+        .get_arguments()
+        .find(|a| a.get_long().is_some() && a.get_long() == long)
+        .and_then(|a| a.get_env())
+    else {
+        return e;
+    };
+    let named = format!("{arg} (or {})", var.to_string_lossy());
+    e.insert(ContextKind::InvalidArg, ContextValue::String(named));
+    e
+}
+
 /// The largest `--time-scale`: a 60 s task is expected to take 100
 /// minutes. Larger factors make the scaled durations overflow
 /// (`Duration::mul_f64` panics on 1e300 s).
@@ -498,6 +531,31 @@ mod tests {
         ]);
         let f = Flags::try_parse_from(["capmox-controller", "--pve-timeout", " 1m 30s "]).unwrap();
         assert_eq!(f.pve_timeout, Duration::from_secs(90));
+    }
+
+    #[test]
+    fn a_refused_value_names_the_flag_and_its_variable() {
+        let refused = |args: &[&str]| {
+            let e = Flags::try_parse_from(args).unwrap_err();
+            name_the_variable(e).to_string()
+        };
+        let e = refused(&["capmox-controller", "--concurrency", "0"]);
+        assert!(
+            e.contains(
+                "invalid value '0' for '--concurrency <CONCURRENCY> (or CAPMOX_CONCURRENCY)': must be at least 1"
+            ),
+            "{e}"
+        );
+        let e = refused(&["capmox-controller", "--log-format", "yaml"]);
+        assert!(
+            e.contains("'--log-format <LOG_FORMAT> (or CAPMOX_LOG_FORMAT)'"),
+            "{e}"
+        );
+        // --kubeconfig has no variable; an unknown flag is left as it is.
+        let e = refused(&["capmox-controller", "--kubeconfig"]);
+        assert!(!e.contains("(or "), "{e}");
+        let e = refused(&["capmox-controller", "--nope"]);
+        assert!(e.contains("unexpected argument '--nope'"), "{e}");
     }
 
     #[test]

@@ -253,6 +253,42 @@ fn leader_timings_that_do_not_nest_are_a_usage_error() {
     assert!(!stderr.contains("kubeconfig"), "checked first: {stderr}");
 }
 
+/// A bad value is refused before anything starts, as a usage error (exit
+/// status 2), whether it came from a flag or from its environment
+/// variable; the message names both.
+#[test]
+fn bad_values_from_flags_and_variables_are_usage_errors() {
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+            .args(["--kubeconfig", "/nonexistent/capmox-kc"])
+            .args(args)
+            .envs(env.iter().copied())
+            .env_remove("KUBECONFIG")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(!stderr.contains("kubeconfig"), "checked first: {stderr}");
+        stderr
+    };
+    let e = run(&[], &[("CAPMOX_CONCURRENCY", "0")]);
+    assert!(
+        e.contains("invalid value '0' for '--concurrency <CONCURRENCY> (or CAPMOX_CONCURRENCY)'"),
+        "{e}"
+    );
+    let e = run(&[], &[("CAPMOX_NAMESPACE", "Bad_NS!")]);
+    assert!(
+        e.contains("(or CAPMOX_NAMESPACE)': \"Bad_NS!\" is not a namespace name"),
+        "{e}"
+    );
+    let e = run(&["--watch-filter", "a b,c"], &[]);
+    assert!(e.contains("\"a b,c\" is not a label value"), "{e}");
+    let e = run(&["--default-credentials-secret", "a/b/c"], &[]);
+    assert!(e.contains("\"b/c\" is not a Secret name"), "{e}");
+    let e = run(&["--probe-period", "2days"], &[]);
+    assert!(e.contains("must be at most 1day"), "{e}");
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
