@@ -348,9 +348,9 @@ pub async fn run_with(
         identity = %identity,
         metrics = %bound.metrics,
         health = %bound.health,
-        webhooks = ?bound.webhook,
-        namespace = ?shared.options.namespace,
-        watch_filter = ?shared.options.watch_filter,
+        webhooks = %bound.webhook.map_or_else(|| "disabled".to_string(), |a| a.to_string()),
+        namespace = shared.options.namespace.as_deref().unwrap_or("all"),
+        watch_filter = shared.options.watch_filter.as_deref().unwrap_or("none"),
         "capmox-controller starting"
     );
     if let Some(tx) = started {
@@ -407,7 +407,11 @@ pub async fn run_with(
     };
     if leading {
         metrics.set_leader(true);
-        tracing::info!("leading: starting controllers");
+        if flags.leader_elect {
+            tracing::info!("leading: starting controllers");
+        } else {
+            tracing::info!("starting controllers (no leader election)");
+        }
         let running = controllers(shared.clone(), flags.machine_options());
         tokio::pin!(running);
         let ended_by_itself = tokio::select! {

@@ -289,6 +289,70 @@ fn bad_values_from_flags_and_variables_are_usage_errors() {
     assert!(e.contains("must be at most 1day"), "{e}");
 }
 
+/// The start-up lines say what the manager does in words: no Rust debug
+/// form (`Some("…")`, `None`) for unset options, and no "leading" without
+/// leader election.
+#[test]
+fn the_start_up_lines_name_unset_options_in_words() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("capmox-start-lines-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+        .args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--disable-webhooks",
+        ])
+        .env_remove("CAPMOX_NAMESPACE")
+        .env_remove("CAPMOX_WATCH_FILTER")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
+        let last = line.contains("starting controllers");
+        lines.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = lines.join("\n");
+    let starting = lines
+        .iter()
+        .find(|l| l.contains("capmox-controller starting"))
+        .unwrap_or_else(|| panic!("no start-up line: {text}"));
+    assert!(
+        starting.contains("webhooks=disabled namespace=\"all\" watch_filter=\"none\""),
+        "{starting}"
+    );
+    assert!(!text.contains("Some("), "{text}");
+    assert!(
+        lines
+            .last()
+            .is_some_and(|l| l.ends_with("starting controllers (no leader election)")),
+        "{text}"
+    );
+    assert!(!text.contains("leading"), "{text}");
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
