@@ -202,12 +202,31 @@ impl Flags {
     /// timings must nest, lease duration > renew deadline > retry period
     /// (client-go's rule: a leader that cannot renew within its lease, or
     /// retries no more than once per renew deadline, loses the lease while
-    /// it still works).
+    /// it still works); and no two listen addresses may take the same port
+    /// (except `--metrics-addr` equal to `--health-addr`: one listener then
+    /// serves both).
     ///
     /// # Errors
     /// The rule broken, naming both flags, for clap to report as a usage
     /// error.
     pub fn check(&self) -> Result<(), String> {
+        let mut addrs = vec![
+            ("--metrics-addr", self.metrics_addr),
+            ("--health-addr", self.health_addr),
+        ];
+        if !self.disable_webhooks {
+            addrs.push(("--webhook-addr", self.webhook_addr));
+        }
+        for (i, (flag_a, a)) in addrs.iter().enumerate() {
+            for (flag_b, b) in &addrs[i + 1..] {
+                let shared = *flag_a == "--metrics-addr" && *flag_b == "--health-addr" && a == b;
+                if ports_clash(*a, *b) && !shared {
+                    return Err(format!(
+                        "{flag_a} ({a}) and {flag_b} ({b}) take the same port; give them different ports"
+                    ));
+                }
+            }
+        }
         if self.leader_renew_deadline >= self.leader_lease_duration {
             return Err(format!(
                 "--leader-renew-deadline ({}) must be shorter than --leader-lease-duration ({})",
@@ -318,6 +337,15 @@ pub fn name_the_variable(mut e: clap::Error) -> clap::Error {
 /// minutes. Larger factors make the scaled durations overflow
 /// (`Duration::mul_f64` panics on 1e300 s).
 pub const MAX_TIME_SCALE: f64 = 100.0;
+
+/// Whether listening on `a` and on `b` would take the same port: the same
+/// non-zero port on the same address, or with either on all addresses
+/// (`0.0.0.0`, `::`). Port 0 is a free port each.
+fn ports_clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
 
 /// One hour in seconds: the bound of the timeouts and of the leader
 /// election timings ([`parse_duration_up_to`]).
@@ -685,6 +713,45 @@ mod tests {
                 "--leader-retry-period (10s) must be shorter than --leader-renew-deadline (10s)"
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_may_not_take_the_same_port() {
+        let check = |args: &[&str]| {
+            let mut all = vec!["capmox-controller"];
+            all.extend_from_slice(args);
+            Flags::try_parse_from(all).unwrap().check()
+        };
+        assert_eq!(
+            check(&["--webhook-addr=0.0.0.0:8080"]),
+            Err("--metrics-addr (0.0.0.0:8080) and --webhook-addr (0.0.0.0:8080) take the same port; give them different ports".to_string())
+        );
+        assert_eq!(
+            check(&["--health-addr=127.0.0.1:8080"]),
+            Err("--metrics-addr (0.0.0.0:8080) and --health-addr (127.0.0.1:8080) take the same port; give them different ports".to_string())
+        );
+        // Equal metrics and health addresses share one listener; port 0
+        // is a free port each; a disabled webhook server listens nowhere.
+        assert_eq!(check(&["--health-addr=0.0.0.0:8080"]), Ok(()));
+        assert_eq!(
+            check(&[
+                "--metrics-addr=127.0.0.1:0",
+                "--health-addr=127.0.0.1:0",
+                "--webhook-addr=127.0.0.1:0"
+            ]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&["--webhook-addr=0.0.0.0:8081", "--disable-webhooks"]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[
+                "--metrics-addr=127.0.0.1:8080",
+                "--health-addr=127.0.0.2:8080"
+            ]),
+            Ok(())
         );
     }
 

@@ -54,8 +54,15 @@ pub enum ManagerError {
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     /// An HTTP listener could not be bound.
-    #[error("cannot listen: {0}")]
-    Listen(#[from] std::io::Error),
+    #[error("cannot listen on {addr} ({flag}): {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The flag that gave it (`--metrics-addr`, `--health-addr`).
+        flag: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The leader Lease was lost while leading.
     #[error("lost the leader lease")]
     LostLeadership,
@@ -73,7 +80,7 @@ impl ManagerError {
     pub fn category(&self) -> &'static str {
         match self {
             ManagerError::Kubeconfig(_) => "kubeconfig",
-            ManagerError::Listen(_) => "listen",
+            ManagerError::Listen { .. } => "listen",
             ManagerError::LostLeadership => "lost_leadership",
             ManagerError::Runtime(_) => "runtime",
             ManagerError::Webhook(_) => "webhook",

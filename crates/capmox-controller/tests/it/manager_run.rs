@@ -353,6 +353,44 @@ fn the_start_up_lines_name_unset_options_in_words() {
     assert!(!text.contains("leading"), "{text}");
 }
 
+/// A port in use is reported with the address and the flag that gave it.
+#[test]
+fn a_port_in_use_names_the_address_and_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let dir = std::env::temp_dir().join(format!("capmox-port-in-use-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let certs = dir.join("certs");
+    write_pair(&certs, &serving_pair());
+    let webhooks = format!("--webhook-cert-dir={}", certs.display());
+    for (flag, webhooks) in [
+        ("--metrics-addr", "--disable-webhooks"),
+        ("--health-addr", "--disable-webhooks"),
+        ("--webhook-addr", webhooks.as_str()),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+            .args([
+                &format!("--kubeconfig={}", kubeconfig.display()),
+                webhooks,
+                &format!("{flag}={addr}"),
+            ])
+            // Free ports for the other two (the flag given wins).
+            .env("CAPMOX_METRICS_ADDR", "127.0.0.1:0")
+            .env("CAPMOX_HEALTH_ADDR", "127.0.0.1:0")
+            .env("CAPMOX_WEBHOOK_ADDR", "127.0.0.1:0")
+            .output()
+            .unwrap();
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {e}");
+        assert!(
+            e.contains(&format!("cannot listen on {addr} ({flag}): ")),
+            "{e}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
