@@ -70,8 +70,20 @@ pub enum ManagerError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     /// The webhook server could not start (certificate or address).
-    #[error("webhook server: {0}")]
+    #[error("webhook server: {0}{hint}", hint = webhook_hint(.0))]
     Webhook(#[from] crate::webhook::WebhookError),
+}
+
+/// What to do about a serving certificate that cannot be read (at the
+/// first start outside the cluster there is none): the flags that say
+/// where it is, or that there is none.
+fn webhook_hint(e: &crate::webhook::WebhookError) -> &'static str {
+    match e {
+        crate::webhook::WebhookError::Certs(crate::webhook::certs::CertError::Read { .. }) => {
+            "; put the serving certificate in --webhook-cert-dir (names: --webhook-cert-name, --webhook-key-name), or run with --disable-webhooks"
+        }
+        _ => "",
+    }
 }
 
 impl ManagerError {

@@ -391,6 +391,40 @@ fn a_port_in_use_names_the_address_and_the_flag() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Without a serving certificate (the default start outside the cluster)
+/// the error says which flags to use.
+#[test]
+fn a_missing_webhook_certificate_names_the_flags_to_use() {
+    let dir = std::env::temp_dir().join(format!("capmox-no-cert-{}", std::process::id()));
+    let certs = dir.join("certs");
+    std::fs::create_dir_all(&certs).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"))
+        .args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--webhook-addr=127.0.0.1:0",
+            &format!("--webhook-cert-dir={}", certs.display()),
+        ])
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains(&format!(
+            "webhook server: cannot read {}/tls.crt: ",
+            certs.display()
+        )),
+        "{e}"
+    );
+    assert!(
+        e.contains("; put the serving certificate in --webhook-cert-dir (names: --webhook-cert-name, --webhook-key-name), or run with --disable-webhooks"),
+        "{e}"
+    );
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
