@@ -116,6 +116,7 @@ impl ManagerError {
 pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> Result<(kube::Client, String), ManagerError> {
+    let kubeconfig_proxy;
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
@@ -128,6 +129,7 @@ pub async fn kube_client(
                 };
                 ManagerError::Kubeconfig(format!("{}: {detail}", path.display()))
             })?;
+            kubeconfig_proxy = sets_proxy_url(&kc);
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
@@ -140,14 +142,33 @@ pub async fn kube_client(
             {
                 return Err(ManagerError::Kubeconfig(problem));
             }
+            // The file kube's inference reads (none: in-cluster, without proxy).
+            kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
             kube::Config::infer()
                 .await
                 .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
         }
     };
     let server = config.cluster_url.to_string();
-    let client = kube_http::client(config).map_err(ManagerError::Kubeconfig)?;
+    let client = kube_http::client(config, kubeconfig_proxy).map_err(ManagerError::Kubeconfig)?;
     Ok((client, server))
+}
+
+/// Whether the cluster of `kc`'s current context sets `proxy-url` (the
+/// source kube prefers over `HTTPS_PROXY`).
+fn sets_proxy_url(kc: &Kubeconfig) -> bool {
+    let cluster = kc
+        .contexts
+        .iter()
+        .find(|c| kc.current_context.as_deref() == Some(c.name.as_str()))
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.as_str());
+    kc.clusters
+        .iter()
+        .find(|c| cluster == Some(c.name.as_str()))
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.proxy_url.as_deref())
+        .is_some_and(|p| !p.is_empty())
 }
 
 /// The first file a `KUBECONFIG` value (paths separated by `:`; empty

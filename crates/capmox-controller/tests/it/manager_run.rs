@@ -425,6 +425,56 @@ fn a_missing_webhook_certificate_names_the_flags_to_use() {
     );
 }
 
+/// A proxy from `HTTPS_PROXY` is refused naming the variable, unless
+/// `NO_PROXY` covers the API server's host: the manager then connects
+/// directly.
+#[test]
+fn a_proxy_from_the_environment_is_skipped_for_no_proxy_hosts() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("capmox-no-proxy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let command = |no_proxy: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"));
+        c.args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--disable-webhooks",
+        ])
+        .env("HTTPS_PROXY", "http://proxy.invalid:3128")
+        .env("NO_PROXY", no_proxy)
+        .env_remove("no_proxy")
+        .env_remove("https_proxy");
+        c
+    };
+    let out = command("other.example").output().unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("HTTPS_PROXY is set (http://proxy.invalid:3128/) and NO_PROXY does not cover the API server's host 127.0.0.1"),
+        "{e}"
+    );
+
+    let mut child = command("localhost,127.0.0.0/8")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let started = std::thread::spawn(move || {
+        stderr
+            .lines()
+            .map_while(Result::ok)
+            .any(|l| l.contains("capmox-controller starting"))
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(started.join().unwrap(), "the manager did not start");
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
