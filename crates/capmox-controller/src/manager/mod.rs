@@ -154,6 +154,28 @@ pub async fn kube_client(
     Ok((client, server))
 }
 
+/// An error of a request to the API server with its causes
+/// ([`crate::error::with_causes`]) and, when the server's certificate was
+/// refused, what that means in the kubeconfig's terms (rustls names the
+/// problem in Rust's debug form, e.g. `UnknownIssuer`).
+pub fn api_error_text(e: &kube::Error) -> String {
+    use rustls::CertificateError as C;
+    let text = crate::error::with_causes(e);
+    let hint = match crate::error::certificate_error(e) {
+        None => return text,
+        Some(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name the host of the kubeconfig's server URL"
+        }
+        Some(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => "the server's certificate is expired or not yet valid (check the clocks)",
+        Some(_) => {
+            "the server's certificate is not trusted by the kubeconfig's certificate-authority(-data)"
+        }
+    };
+    format!("{text} ({hint})")
+}
+
 /// Whether the cluster of `kc`'s current context sets `proxy-url` (the
 /// source kube prefers over `HTTPS_PROXY`).
 fn sets_proxy_url(kc: &Kubeconfig) -> bool {
@@ -410,7 +432,7 @@ pub async fn run_with(
                     Err(e) => {
                         tracing::warn!(
                             server = %server,
-                            error = %crate::error::with_causes(&e),
+                            error = %api_error_text(&e),
                             "Kubernetes API server not reachable yet"
                         );
                         tokio::time::sleep(Duration::from_secs(2)).await;

@@ -475,6 +475,43 @@ fn a_proxy_from_the_environment_is_skipped_for_no_proxy_hosts() {
     assert!(started.join().unwrap(), "the manager did not start");
 }
 
+/// A server certificate the kubeconfig's CA did not sign is reported with
+/// what it means, not only rustls's debug form (`BadSignature`: both
+/// kube-sim CAs have the same name).
+#[tokio::test]
+async fn an_untrusted_server_certificate_is_explained() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let trusted = kube_sim::KubeSim::start(kube_sim::KubeSimOptions::default())
+        .await
+        .unwrap();
+    let other = kube_sim::KubeSim::start(kube_sim::KubeSimOptions::default())
+        .await
+        .unwrap();
+    let dir = std::env::temp_dir().join(format!("capmox-untrusted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    trusted.write_kubeconfig(&kubeconfig).unwrap();
+    // The first server's CA, the second server's address.
+    let text = std::fs::read_to_string(&kubeconfig)
+        .unwrap()
+        .replace(&trusted.url(), &other.url());
+    std::fs::write(&kubeconfig, text).unwrap();
+    let (client, _) = manager::kube_client(Some(&kubeconfig)).await.unwrap();
+    let e = client.apiserver_version().await.unwrap_err();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let text = manager::api_error_text(&e);
+    assert!(
+        text.contains("invalid peer certificate: BadSignature"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(
+            " (the server's certificate is not trusted by the kubeconfig's certificate-authority(-data))"
+        ),
+        "{text}"
+    );
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
