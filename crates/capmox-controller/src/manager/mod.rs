@@ -107,9 +107,10 @@ impl ManagerError {
     }
 }
 
-/// Builds the Kubernetes client: `--kubeconfig`, else kube's inference
-/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account), and the
-/// API server's URL (for logs).
+/// Builds the Kubernetes client: `--kubeconfig`, else the files `KUBECONFIG`
+/// names that exist (merged, missing ones skipped as kubectl does), else
+/// kube's inference (`~/.kube/config`, in-cluster service account), and
+/// the API server's URL (for logs).
 ///
 /// # Errors
 /// [`ManagerError::Kubeconfig`] when no usable configuration is found.
@@ -135,18 +136,37 @@ pub async fn kube_client(
                 .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
         }
         None => {
-            // kube's inference reports a missing `KUBECONFIG` file with its
-            // path quoted twice, after its in-cluster attempt: name it first.
-            if let Some(problem) = std::env::var_os("KUBECONFIG")
-                .and_then(|v| unreadable_kubeconfig(&v.to_string_lossy()))
-            {
-                return Err(ManagerError::Kubeconfig(problem));
+            // kube's inference refuses a `KUBECONFIG` list with a missing
+            // file (kubectl skips it), naming it with its path quoted twice
+            // after its in-cluster attempt: the files are read here.
+            let files = match std::env::var_os("KUBECONFIG") {
+                Some(v) => {
+                    kubeconfig_files(&v.to_string_lossy()).map_err(ManagerError::Kubeconfig)?
+                }
+                None => Vec::new(),
+            };
+            if files.is_empty() {
+                // `~/.kube/config`, else in-cluster (without proxy).
+                kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
+                kube::Config::infer()
+                    .await
+                    .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
+            } else {
+                let kc = files
+                    .iter()
+                    .try_fold(Kubeconfig::default(), |merged, p| {
+                        Kubeconfig::read_from(p).and_then(|c| merged.merge(c))
+                    })
+                    .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
+                kubeconfig_proxy = sets_proxy_url(&kc);
+                let mut config =
+                    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                        .await
+                        .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
+                // As kube's inference does.
+                config.apply_debug_overrides();
+                config
             }
-            // The file kube's inference reads (none: in-cluster, without proxy).
-            kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
-            kube::Config::infer()
-                .await
-                .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
         }
     };
     let server = config.cluster_url.to_string();
@@ -193,21 +213,39 @@ fn sets_proxy_url(kc: &Kubeconfig) -> bool {
         .is_some_and(|p| !p.is_empty())
 }
 
-/// The first file a `KUBECONFIG` value (paths separated by `:`; empty
-/// entries skipped) names that cannot be read, as
-/// `KUBECONFIG names <path>: cannot read the file: <why>`; `None` when all
-/// can be read.
-fn unreadable_kubeconfig(value: &str) -> Option<String> {
-    std::env::split_paths(value)
+/// The files a `KUBECONFIG` value (paths separated by `:`; empty entries
+/// skipped) names that exist, in order; as kubectl, a file that does not
+/// exist is skipped.
+///
+/// # Errors
+/// `KUBECONFIG names <path>: cannot read the file: <why>` for a file that
+/// exists but cannot be opened, or `KUBECONFIG names no file that exists`
+/// when there are entries and none exists.
+fn kubeconfig_files(value: &str) -> Result<Vec<std::path::PathBuf>, String> {
+    let named: Vec<_> = std::env::split_paths(value)
         .filter(|p| !p.as_os_str().is_empty())
-        .find_map(|p| {
-            std::fs::File::open(&p).err().map(|e| {
-                format!(
+        .collect();
+    let mut found = Vec::new();
+    for p in &named {
+        match std::fs::File::open(p) {
+            Ok(_) => found.push(p.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(format!(
                     "KUBECONFIG names {}: cannot read the file: {e}",
                     p.display()
-                )
-            })
-        })
+                ));
+            }
+        }
+    }
+    if found.is_empty() && !named.is_empty() {
+        let list: Vec<_> = named.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!(
+            "KUBECONFIG names no file that exists ({}); give an existing kubeconfig, or --kubeconfig",
+            list.join(", ")
+        ));
+    }
+    Ok(found)
 }
 
 /// This process's identity for the Lease and events: `POD_NAME`, else the
@@ -536,19 +574,26 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_file_named_by_kubeconfig_is_named_once() {
+    fn missing_files_named_by_kubeconfig_are_skipped_as_kubectl_does() {
         let dir = std::env::temp_dir();
         let readable = dir.join(format!("capmox-kc-{}", std::process::id()));
         std::fs::write(&readable, "apiVersion: v1").unwrap();
-        let value = format!("{}::/nonexistent/capmox-kc", readable.display());
-        let problem = unreadable_kubeconfig(&value).expect("the missing file is found");
+        let value = format!("/nonexistent/capmox-kc::{}", readable.display());
+        assert_eq!(kubeconfig_files(&value), Ok(vec![readable.clone()]));
+        assert_eq!(
+            kubeconfig_files("/nonexistent/a:/nonexistent/b"),
+            Err("KUBECONFIG names no file that exists (/nonexistent/a, /nonexistent/b); give an existing kubeconfig, or --kubeconfig".to_string())
+        );
+        // A file that exists but cannot be read is named.
+        let below_a_file = format!("{}/x", readable.display());
+        let problem = kubeconfig_files(&below_a_file).unwrap_err();
         assert!(
-            problem.starts_with("KUBECONFIG names /nonexistent/capmox-kc: cannot read the file: "),
+            problem.starts_with(&format!(
+                "KUBECONFIG names {below_a_file}: cannot read the file: "
+            )),
             "{problem}"
         );
-        assert_eq!(problem.matches("capmox-kc").count(), 1, "{problem}");
-        assert_eq!(unreadable_kubeconfig(&readable.display().to_string()), None);
-        assert_eq!(unreadable_kubeconfig(""), None);
+        assert_eq!(kubeconfig_files(""), Ok(vec![]));
         std::fs::remove_file(&readable).unwrap();
     }
 }

@@ -512,6 +512,59 @@ async fn an_untrusted_server_certificate_is_explained() {
     );
 }
 
+/// A `KUBECONFIG` list with a missing file is read as kubectl reads it:
+/// the missing file is skipped; only a list where no file exists is
+/// refused.
+#[test]
+fn missing_files_in_kubeconfig_are_skipped() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("capmox-kc-list-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let command = |list: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"));
+        c.args([
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--disable-webhooks",
+        ])
+        .env("KUBECONFIG", list);
+        c
+    };
+    let out = command("/nonexistent/capmox-a:/nonexistent/capmox-b")
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains(
+            "KUBECONFIG names no file that exists (/nonexistent/capmox-a, /nonexistent/capmox-b)"
+        ),
+        "{e}"
+    );
+
+    let mut child = command(&format!("/nonexistent/capmox-a:{}", kubeconfig.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let lines = std::thread::spawn(move || {
+        stderr
+            .lines()
+            .map_while(Result::ok)
+            .take_while(|l| !l.contains("capmox-controller starting"))
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_secs(3));
+    let status = child.try_wait().unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let lines = lines.join().unwrap();
+    assert_eq!(status, None, "the manager ended: {lines:?}");
+}
+
 /// With the API server unreachable since the start, no reconcile ever runs,
 /// and a stop does not wait out `--shutdown-timeout` (kube-runtime's
 /// runner waits for a store that never fills; the manager stops once no
