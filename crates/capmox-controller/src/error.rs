@@ -175,6 +175,36 @@ pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The certificate problem of the first rustls error among `e` and its
+/// causes, if any. A TLS handshake failure reaches the caller as an
+/// `std::io::Error` wrapping an `std::io::Error` wrapping the
+/// `rustls::Error`; `source()` skips a wrapped error itself, so each
+/// `io::Error` is opened too.
+pub fn certificate_error<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a rustls::CertificateError> {
+    let mut cause = Some(e);
+    while let Some(c) = cause {
+        let mut wrapped: &(dyn std::error::Error + 'static) = c;
+        loop {
+            if let Some(rustls::Error::InvalidCertificate(problem)) =
+                wrapped.downcast_ref::<rustls::Error>()
+            {
+                return Some(problem);
+            }
+            match wrapped
+                .downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+            {
+                Some(inner) => wrapped = inner,
+                None => break,
+            }
+        }
+        cause = c.source();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,6 +288,23 @@ mod tests {
     #[derive(Debug, thiserror::Error)]
     #[error("tcp connect error")]
     struct Middle(#[source] std::io::Error);
+
+    #[test]
+    fn a_certificate_error_is_found_inside_an_io_error() {
+        let e = Outer(Middle(std::io::Error::other(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer),
+        ))));
+        assert_eq!(
+            certificate_error(&e),
+            Some(&rustls::CertificateError::UnknownIssuer)
+        );
+        let refused = Outer(Middle(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "Connection refused (os error 111)",
+        )));
+        assert_eq!(certificate_error(&refused), None);
+    }
 
     #[test]
     fn the_causes_follow_the_error_once_each() {

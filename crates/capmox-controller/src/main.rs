@@ -10,7 +10,7 @@ use capmox_controller::telemetry;
 use clap::{CommandFactory, Parser};
 
 fn main() -> ExitCode {
-    let flags = Flags::parse();
+    let flags = Flags::try_parse().unwrap_or_else(|e| manager::flags::name_the_variable(e).exit());
     if let Err(problem) = flags.check() {
         Flags::command()
             .error(clap::error::ErrorKind::ArgumentConflict, problem)

@@ -247,8 +247,9 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     }
     // The working directory goes with the environment; the controller's
     // log stays for whoever wants to read what it did (a failed or
-    // interrupted run's too).
-    let kept_log = std::env::temp_dir().join("capmox-demo-controller.log");
+    // interrupted run's too), one file per run: two demos at once do not
+    // write over each other's.
+    let kept_log = kept_log_path(std::process::id());
     let copied = std::fs::copy(env.controller_log(), &kept_log).is_ok();
     env.shutdown().await;
     let log_line = if copied {
@@ -270,6 +271,13 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
         "\n{how}: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.{next}"
     ));
     outcome
+}
+
+/// Where the demo with process id `pid` keeps its controller's log once
+/// its working directory is removed: `capmox-demo-controller-<pid>.log` in
+/// the temporary directory.
+fn kept_log_path(pid: u32) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("capmox-demo-controller-{pid}.log"))
 }
 
 /// The demo's story: apply the multi-instance template, wait for 3

@@ -18,12 +18,15 @@ pub struct Flags {
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Watch only this namespace (default: all namespaces).
-    #[arg(long, env = "CAPMOX_NAMESPACE")]
+    /// Watch only this namespace (default: all namespaces); a DNS-1123
+    /// label (lowercase letters, digits, `-`).
+    #[arg(long, env = "CAPMOX_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
-    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>`.
-    #[arg(long, env = "CAPMOX_WATCH_FILTER")]
+    /// Only reconcile objects labelled `cluster.x-k8s.io/watch-filter=<value>`;
+    /// a label value (at most 63 letters, digits, `-`, `_`, `.`, starting and
+    /// ending with a letter or digit).
+    #[arg(long, env = "CAPMOX_WATCH_FILTER", value_parser = parse_label_value)]
     pub watch_filter: Option<String>,
 
     /// Reconciles running at once per controller. A machine reconcile is
@@ -75,7 +78,7 @@ pub struct Flags {
     pub leader_elect: bool,
 
     /// Namespace of the leader Lease (default: `POD_NAMESPACE`, else `default`).
-    #[arg(long, env = "POD_NAMESPACE")]
+    #[arg(long, env = "POD_NAMESPACE", value_parser = parse_namespace)]
     pub leader_election_namespace: Option<String>,
 
     /// Name of the leader Lease.
@@ -86,29 +89,31 @@ pub struct Flags {
     )]
     pub leader_election_id: String,
 
-    /// Leader lease duration.
+    /// Leader lease duration; at most 1 hour (a longer lease only delays
+    /// a successor after a crash).
     #[arg(
         long,
         env = "CAPMOX_LEADER_LEASE_DURATION",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "15s"
     )]
     pub leader_lease_duration: Duration,
 
-    /// The leader steps down when it could not renew for this long.
+    /// The leader steps down when it could not renew for this long; at most
+    /// 1 hour.
     #[arg(
         long,
         env = "CAPMOX_LEADER_RENEW_DEADLINE",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "10s"
     )]
     pub leader_renew_deadline: Duration,
 
-    /// Pause between leader election attempts and renewals.
+    /// Pause between leader election attempts and renewals; at most 1 hour.
     #[arg(
         long,
         env = "CAPMOX_LEADER_RETRY_PERIOD",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "2s"
     )]
     pub leader_retry_period: Duration,
@@ -124,7 +129,7 @@ pub struct Flags {
     /// Manager-level default credentials Secret, `name` (in the manager's
     /// namespace, `POD_NAMESPACE`) or `namespace/name`; used only by
     /// ProxmoxClusters in mode Default without `spec.credentialsRef`.
-    #[arg(long, env = "CAPMOX_DEFAULT_CREDENTIALS_SECRET")]
+    #[arg(long, env = "CAPMOX_DEFAULT_CREDENTIALS_SECRET", value_parser = parse_secret_ref)]
     pub default_credentials_secret: Option<String>,
 
     /// TESTS AND BENCHMARKS ONLY: multiply the controller's pacing durations
@@ -135,40 +140,41 @@ pub struct Flags {
     #[arg(long, env = "CAPMOX_TIME_SCALE", default_value_t = 1.0, allow_negative_numbers = true, value_parser = parse_time_scale)]
     pub time_scale: f64,
 
-    /// Re-probe period of healthy Proxmox instances.
+    /// Re-probe period of healthy Proxmox instances; at most 1 day.
     #[arg(
         long,
         env = "CAPMOX_PROBE_PERIOD",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<DAY>,
         default_value = "60s"
     )]
     pub probe_period: Duration,
 
-    /// First re-probe delay of an unhealthy instance (doubles per failed probe up to `--backoff-max`, jittered).
+    /// First re-probe delay of an unhealthy instance (doubles per failed
+    /// probe up to 5 minutes, jittered); at most 1 day.
     #[arg(
         long,
         env = "CAPMOX_PROBE_RETRY",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<DAY>,
         default_value = "10s"
     )]
     pub probe_retry: Duration,
 
     /// Per-instance probe timeout (all probe calls of one instance; wall-clock,
-    /// not scaled by `--time-scale`).
+    /// not scaled by `--time-scale`); at most 1 hour.
     #[arg(
         long,
         env = "CAPMOX_PROBE_TIMEOUT",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "10s"
     )]
     pub probe_timeout: Duration,
 
     /// Default timeout of one Proxmox API call (wall-clock, not scaled by
-    /// `--time-scale`).
+    /// `--time-scale`); at most 1 hour.
     #[arg(
         long,
         env = "CAPMOX_PVE_TIMEOUT",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "60s"
     )]
     pub pve_timeout: Duration,
@@ -180,11 +186,12 @@ pub struct Flags {
     #[arg(long, env = "CAPMOX_CLONE_CONCURRENCY", default_value_t = 128, value_parser = parse_count::<usize>)]
     pub clone_concurrency: usize,
 
-    /// How long a graceful shutdown may take before in-flight reconciles are dropped.
+    /// How long a graceful shutdown may take before in-flight reconciles are
+    /// dropped; at most 1 hour.
     #[arg(
         long,
         env = "CAPMOX_SHUTDOWN_TIMEOUT",
-        value_parser = parse_duration,
+        value_parser = parse_duration_up_to::<HOUR>,
         default_value = "20s"
     )]
     pub shutdown_timeout: Duration,
@@ -195,12 +202,31 @@ impl Flags {
     /// timings must nest, lease duration > renew deadline > retry period
     /// (client-go's rule: a leader that cannot renew within its lease, or
     /// retries no more than once per renew deadline, loses the lease while
-    /// it still works).
+    /// it still works); and no two listen addresses may take the same port
+    /// (except `--metrics-addr` equal to `--health-addr`: one listener then
+    /// serves both).
     ///
     /// # Errors
     /// The rule broken, naming both flags, for clap to report as a usage
     /// error.
     pub fn check(&self) -> Result<(), String> {
+        let mut addrs = vec![
+            ("--metrics-addr", self.metrics_addr),
+            ("--health-addr", self.health_addr),
+        ];
+        if !self.disable_webhooks {
+            addrs.push(("--webhook-addr", self.webhook_addr));
+        }
+        for (i, (flag_a, a)) in addrs.iter().enumerate() {
+            for (flag_b, b) in &addrs[i + 1..] {
+                let shared = *flag_a == "--metrics-addr" && *flag_b == "--health-addr" && a == b;
+                if ports_clash(*a, *b) && !shared {
+                    return Err(format!(
+                        "{flag_a} ({a}) and {flag_b} ({b}) take the same port; give them different ports"
+                    ));
+                }
+            }
+        }
         if self.leader_renew_deadline >= self.leader_lease_duration {
             return Err(format!(
                 "--leader-renew-deadline ({}) must be shorter than --leader-lease-duration ({})",
@@ -274,25 +300,167 @@ impl Flags {
     }
 }
 
+/// `e` with the flag's environment variable named beside the flag, when
+/// `e` refuses a flag's value: clap names only the flag (`invalid value '0'
+/// for '--concurrency <CONCURRENCY>'`), also for a value that came from
+/// the variable, and the operator looks for the flag in vain. Other errors
+/// are returned as they are.
+pub fn name_the_variable(mut e: clap::Error) -> clap::Error {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if !matches!(
+        e.kind(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation
+    ) {
+        return e;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return e;
+    };
+    let long = arg
+        .split_whitespace()
+        .next()
+        .and_then(|f| f.strip_prefix("--"));
+    let command = <Flags as clap::CommandFactory>::command();
+    let Some(var) = command
+        .get_arguments()
+        .find(|a| a.get_long().is_some() && a.get_long() == long)
+        .and_then(|a| a.get_env())
+    else {
+        return e;
+    };
+    let named = format!("{arg} (or {})", var.to_string_lossy());
+    e.insert(ContextKind::InvalidArg, ContextValue::String(named));
+    e
+}
+
 /// The largest `--time-scale`: a 60 s task is expected to take 100
 /// minutes. Larger factors make the scaled durations overflow
 /// (`Duration::mul_f64` panics on 1e300 s).
 pub const MAX_TIME_SCALE: f64 = 100.0;
 
+/// Whether listening on `a` and on `b` would take the same port: the same
+/// non-zero port on the same address, or with either on all addresses
+/// (`0.0.0.0`, `::`). Port 0 is a free port each.
+fn ports_clash(a: SocketAddr, b: SocketAddr) -> bool {
+    a.port() != 0
+        && a.port() == b.port()
+        && (a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified())
+}
+
+/// One hour in seconds: the bound of the timeouts and of the leader
+/// election timings ([`parse_duration_up_to`]).
+pub const HOUR: u64 = 3600;
+
+/// One day in seconds: the bound of the probe periods
+/// ([`parse_duration_up_to`]).
+pub const DAY: u64 = 24 * HOUR;
+
 /// Parses a duration flag (`--pve-timeout`, `--probe-period`, …): a
-/// positive duration in humantime's form (`60s`, `500ms`, `2m`, `1h 30m`).
+/// positive duration in humantime's form (`60s`, `500ms`, `2m`, `1h 30m`)
+/// of at most `MAX_SECS` seconds.
 ///
 /// # Errors
-/// A message for clap: the parser's complaint with the expected form, or
+/// A message for clap: the parser's complaint with the expected form,
 /// "must be greater than 0" (a zero timeout or period would fail or spin
-/// every call).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+/// every call) or "must be at most …" (a period of years is a typo, and
+/// humantime accepts durations that overflow a deadline).
+pub fn parse_duration_up_to<const MAX_SECS: u64>(s: &str) -> Result<Duration, String> {
     const FORM: &str = "give a duration such as 60s, 500ms or 2m";
+    let max = Duration::from_secs(MAX_SECS);
     match humantime::parse_duration(s.trim()) {
         Ok(d) if d.is_zero() => Err(format!("must be greater than 0; {FORM}")),
+        Ok(d) if d > max => Err(format!(
+            "must be at most {}; {FORM}",
+            humantime::format_duration(max)
+        )),
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{e}; {FORM}")),
     }
+}
+
+/// Whether `s` is a DNS-1123 label: 1 to 63 lowercase letters, digits and
+/// `-`, starting and ending with a letter or digit (a namespace name).
+fn is_dns_label(s: &str) -> bool {
+    let ok = |c: u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let b = s.as_bytes();
+    (1..=63).contains(&b.len())
+        && b.iter().all(|&c| ok(c) || c == b'-')
+        && ok(b[0])
+        && ok(b[b.len() - 1])
+}
+
+/// Whether `s` is a DNS-1123 subdomain: at most 253 characters, dot-separated
+/// parts of lowercase letters, digits and `-`, each starting and ending with
+/// a letter or digit (a Secret name).
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// Parses `--namespace` and `--leader-election-namespace`: a DNS-1123 label,
+/// or empty (not set).
+///
+/// # Errors
+/// A message for clap saying what a namespace name is.
+pub fn parse_namespace(s: &str) -> Result<String, String> {
+    if s.is_empty() || is_dns_label(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a namespace name; give at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// Parses `--watch-filter`: a Kubernetes label value (at most 63
+/// characters, letters, digits, `-`, `_`, `.`, starting and ending with a
+/// letter or digit), or empty (not set).
+///
+/// # Errors
+/// A message for clap saying what a label value is.
+pub fn parse_label_value(s: &str) -> Result<String, String> {
+    let alnum = |c: u8| c.is_ascii_alphanumeric();
+    let b = s.as_bytes();
+    if b.is_empty()
+        || (b.len() <= 63
+            && b.iter()
+                .all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'))
+            && alnum(b[0])
+            && alnum(b[b.len() - 1]))
+    {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a label value; give at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// Parses `--default-credentials-secret`: `name` or `namespace/name`, the
+/// namespace a DNS-1123 label and the name a DNS-1123 subdomain, or empty
+/// (not set).
+///
+/// # Errors
+/// A message for clap saying which part is wrong and the expected form.
+pub fn parse_secret_ref(s: &str) -> Result<String, String> {
+    const FORM: &str =
+        "give name or namespace/name, in lowercase letters, digits, '-' (and '.' in the name)";
+    let v = s.trim();
+    if v.is_empty() {
+        return Ok(String::new());
+    }
+    let (ns, name) = match v.split_once('/') {
+        Some((ns, name)) => (Some(ns), name),
+        None => (None, v),
+    };
+    if let Some(ns) = ns
+        && !is_dns_label(ns)
+    {
+        return Err(format!("{ns:?} is not a namespace name; {FORM}"));
+    }
+    if !is_dns_subdomain(name) {
+        return Err(format!("{name:?} is not a Secret name; {FORM}"));
+    }
+    Ok(v.to_string())
 }
 
 /// Parses a count of things at once (`--concurrency`,
@@ -394,6 +562,103 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_value_names_the_flag_and_its_variable() {
+        let refused = |args: &[&str]| {
+            let e = Flags::try_parse_from(args).unwrap_err();
+            name_the_variable(e).to_string()
+        };
+        let e = refused(&["capmox-controller", "--concurrency", "0"]);
+        assert!(
+            e.contains(
+                "invalid value '0' for '--concurrency <CONCURRENCY> (or CAPMOX_CONCURRENCY)': must be at least 1"
+            ),
+            "{e}"
+        );
+        let e = refused(&["capmox-controller", "--log-format", "yaml"]);
+        assert!(
+            e.contains("'--log-format <LOG_FORMAT> (or CAPMOX_LOG_FORMAT)'"),
+            "{e}"
+        );
+        // --kubeconfig has no variable; an unknown flag is left as it is.
+        let e = refused(&["capmox-controller", "--kubeconfig"]);
+        assert!(!e.contains("(or "), "{e}");
+        let e = refused(&["capmox-controller", "--nope"]);
+        assert!(e.contains("unexpected argument '--nope'"), "{e}");
+    }
+
+    #[test]
+    fn durations_above_their_bound_are_refused() {
+        assert_refused(&[
+            ("--probe-period", "25h", "must be at most 1day"),
+            ("--probe-retry", "2days", "must be at most 1day"),
+            ("--pve-timeout", "61m", "must be at most 1h"),
+            ("--shutdown-timeout", "100years", "must be at most 1h"),
+            ("--leader-lease-duration", "2h", "must be at most 1h"),
+        ]);
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--probe-period=24h",
+            "--pve-timeout=1h",
+        ])
+        .unwrap();
+        assert_eq!(f.probe_period, Duration::from_secs(86_400));
+        assert_eq!(f.pve_timeout, Duration::from_secs(3_600));
+    }
+
+    #[test]
+    fn names_and_label_values_are_checked() {
+        let too_long = "a".repeat(64);
+        assert_refused(&[
+            (
+                "--namespace",
+                "Bad_NS!",
+                "\"Bad_NS!\" is not a namespace name",
+            ),
+            ("--namespace", "a-", "is not a namespace name"),
+            (
+                "--leader-election-namespace",
+                "a.b",
+                "\"a.b\" is not a namespace name",
+            ),
+            ("--watch-filter", "a b,c", "\"a b,c\" is not a label value"),
+            ("--watch-filter", "team-", "is not a label value"),
+            (
+                "--watch-filter",
+                too_long.as_str(),
+                "give at most 63 letters, digits, '-', '_' or '.'",
+            ),
+            (
+                "--default-credentials-secret",
+                "a/b/c",
+                "\"b/c\" is not a Secret name; give name or namespace/name",
+            ),
+            (
+                "--default-credentials-secret",
+                "NS/creds",
+                "\"NS\" is not a namespace name",
+            ),
+        ]);
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--namespace=team-a1",
+            "--watch-filter=Team_A.1",
+            "--default-credentials-secret=capmox-system/pve.creds",
+        ])
+        .unwrap();
+        assert_eq!(f.namespace.as_deref(), Some("team-a1"));
+        assert_eq!(f.watch_filter.as_deref(), Some("Team_A.1"));
+        assert_eq!(
+            f.default_credentials(),
+            Some(("capmox-system".to_string(), "pve.creds".to_string()))
+        );
+        // Empty (an empty environment variable) is "not set".
+        let f = Flags::try_parse_from(["capmox-controller", "--namespace=", "--watch-filter="])
+            .unwrap();
+        assert_eq!(f.controller_options().namespace, None);
+        assert_eq!(f.controller_options().watch_filter, None);
+    }
+
+    #[test]
     fn counts_below_one_are_refused_with_what_to_give() {
         assert_refused(&[
             ("--concurrency", "0", "must be at least 1"),
@@ -448,6 +713,45 @@ mod tests {
                 "--leader-retry-period (10s) must be shorter than --leader-renew-deadline (10s)"
             ),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn listen_addresses_may_not_take_the_same_port() {
+        let check = |args: &[&str]| {
+            let mut all = vec!["capmox-controller"];
+            all.extend_from_slice(args);
+            Flags::try_parse_from(all).unwrap().check()
+        };
+        assert_eq!(
+            check(&["--webhook-addr=0.0.0.0:8080"]),
+            Err("--metrics-addr (0.0.0.0:8080) and --webhook-addr (0.0.0.0:8080) take the same port; give them different ports".to_string())
+        );
+        assert_eq!(
+            check(&["--health-addr=127.0.0.1:8080"]),
+            Err("--metrics-addr (0.0.0.0:8080) and --health-addr (127.0.0.1:8080) take the same port; give them different ports".to_string())
+        );
+        // Equal metrics and health addresses share one listener; port 0
+        // is a free port each; a disabled webhook server listens nowhere.
+        assert_eq!(check(&["--health-addr=0.0.0.0:8080"]), Ok(()));
+        assert_eq!(
+            check(&[
+                "--metrics-addr=127.0.0.1:0",
+                "--health-addr=127.0.0.1:0",
+                "--webhook-addr=127.0.0.1:0"
+            ]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&["--webhook-addr=0.0.0.0:8081", "--disable-webhooks"]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[
+                "--metrics-addr=127.0.0.1:8080",
+                "--health-addr=127.0.0.2:8080"
+            ]),
+            Ok(())
         );
     }
 

@@ -16,6 +16,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
+use super::ManagerError;
 use crate::metrics::Metrics;
 
 /// Readiness shared with the HTTP handlers: the API server answered, and
@@ -92,17 +93,29 @@ pub struct Bound {
     pub webhook: Option<SocketAddr>,
 }
 
+/// Binds `addr`, given by `flag`.
+async fn bind(
+    addr: SocketAddr,
+    flag: &'static str,
+) -> Result<(TcpListener, SocketAddr), ManagerError> {
+    let listen = |source| ManagerError::Listen { addr, flag, source };
+    let l = TcpListener::bind(addr).await.map_err(listen)?;
+    let bound = l.local_addr().map_err(listen)?;
+    Ok((l, bound))
+}
+
 /// Binds the listeners and serves until `stop` resolves.
 ///
 /// # Errors
-/// When an address cannot be bound.
+/// [`ManagerError::Listen`] when an address cannot be bound, naming it and
+/// its flag.
 pub async fn serve(
     metrics_addr: SocketAddr,
     health_addr: SocketAddr,
     health: Health,
     registry: Arc<Metrics>,
     stop: impl std::future::Future<Output = ()> + Send + Clone + 'static,
-) -> std::io::Result<(Bound, tokio::task::JoinHandle<()>)> {
+) -> Result<(Bound, tokio::task::JoinHandle<()>), ManagerError> {
     let state = AppState {
         health,
         metrics: registry,
@@ -113,8 +126,7 @@ pub async fn serve(
     let metrics_routes = Router::new().route("/metrics", get(metrics));
     let mut tasks = Vec::new();
     let bound = if metrics_addr == health_addr {
-        let l = TcpListener::bind(metrics_addr).await?;
-        let addr = l.local_addr()?;
+        let (l, addr) = bind(metrics_addr, "--metrics-addr and --health-addr").await?;
         let app = health_routes.merge(metrics_routes).with_state(state);
         tasks.push(tokio::spawn(run(l, app, stop)));
         Bound {
@@ -123,11 +135,11 @@ pub async fn serve(
             webhook: None,
         }
     } else {
-        let ml = TcpListener::bind(metrics_addr).await?;
-        let hl = TcpListener::bind(health_addr).await?;
+        let (ml, metrics_bound) = bind(metrics_addr, "--metrics-addr").await?;
+        let (hl, health_bound) = bind(health_addr, "--health-addr").await?;
         let bound = Bound {
-            metrics: ml.local_addr()?,
-            health: hl.local_addr()?,
+            metrics: metrics_bound,
+            health: health_bound,
             webhook: None,
         };
         tasks.push(tokio::spawn(run(

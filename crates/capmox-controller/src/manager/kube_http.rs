@@ -44,18 +44,23 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 /// in pieces of this size.
 pub const MAX_READ_BUFFER: usize = 64 * 1024;
 
-/// A client for `config`.
+/// A client for `config`. `kubeconfig_proxy` says whether the kubeconfig's
+/// cluster sets `proxy-url`; kube otherwise took `config.proxy_url` from
+/// `HTTPS_PROXY` or `https_proxy`. A proxy from those variables is dropped
+/// when `NO_PROXY` (else `no_proxy`) covers the API server's host.
 ///
 /// # Errors
-/// A message when the configuration names a proxy (this build has none,
-/// as kube's own client without its proxy features), or when kube cannot
-/// build the TLS configuration or the authentication from it (an unreadable
-/// certificate, a failing `exec` plugin).
-pub fn client(config: kube::Config) -> Result<kube::Client, String> {
+/// A message when the configuration keeps a proxy (this build has none,
+/// as kube's own client without its proxy features), naming where it came
+/// from, or when kube cannot build the TLS configuration or the
+/// authentication from it (an unreadable certificate, a failing `exec`
+/// plugin).
+pub fn client(mut config: kube::Config, kubeconfig_proxy: bool) -> Result<kube::Client, String> {
     if let Some(proxy) = &config.proxy_url {
-        return Err(format!(
-            "a proxy is configured ({proxy}, from the kubeconfig's proxy-url or else HTTPS_PROXY); this build connects to the API server directly: remove proxy-url, or unset HTTPS_PROXY for the controller (NO_PROXY is not read)"
-        ));
+        refuse_proxy(proxy, &config.cluster_url, kubeconfig_proxy, |name| {
+            std::env::var(name).ok()
+        })?;
+        config.proxy_url = None;
     }
     let mut http = HttpConnector::new();
     http.enforce_http(false);
@@ -93,18 +98,166 @@ pub fn client(config: kube::Config) -> Result<kube::Client, String> {
     Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
 }
 
+/// `Ok` when `proxy`, configured for the API server `server`, may be
+/// skipped: it came from an environment variable (not the kubeconfig) and
+/// `NO_PROXY` (else `no_proxy`), read through `env`, covers the server's
+/// host.
+///
+/// # Errors
+/// A one-line message naming the proxy's source and what to change.
+fn refuse_proxy(
+    proxy: &axum::http::Uri,
+    server: &axum::http::Uri,
+    kubeconfig_proxy: bool,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<(), String> {
+    const DIRECT: &str = "this build connects to the API server directly";
+    if kubeconfig_proxy {
+        return Err(format!(
+            "the kubeconfig's cluster sets proxy-url ({proxy}); {DIRECT}: remove proxy-url from the kubeconfig"
+        ));
+    }
+    let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let variable = if nonempty("HTTPS_PROXY").is_some() {
+        "HTTPS_PROXY"
+    } else {
+        "https_proxy"
+    };
+    let host = server.host().unwrap_or_default();
+    let port = server.port_u16().unwrap_or(443);
+    if nonempty("NO_PROXY")
+        .or_else(|| nonempty("no_proxy"))
+        .is_some_and(|list| no_proxy_covers(&list, host, port))
+    {
+        return Ok(());
+    }
+    Err(format!(
+        "{variable} is set ({proxy}) and NO_PROXY does not cover the API server's host {host}; {DIRECT}: add {host} to NO_PROXY, or unset {variable} for the controller"
+    ))
+}
+
+/// Whether the `NO_PROXY` list `list` (comma-separated) covers `host` at
+/// `port`, as Go's `net/http` (kubectl) reads it: `*`; an IP address or a
+/// CIDR range holding the host's address; a domain, `name` or `.name`
+/// (also `*.name`), matching the name itself and its subdomains; each
+/// optionally with `:port`.
+pub fn no_proxy_covers(list: &str, host: &str, port: u16) -> bool {
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase();
+    let host_ip = host.parse::<std::net::IpAddr>().ok();
+    list.split(',')
+        .map(|e| e.trim().to_ascii_lowercase())
+        .filter(|e| !e.is_empty())
+        .any(|entry| {
+            if entry == "*" {
+                return true;
+            }
+            if let Ok(net) = entry.parse::<ipnet::IpNet>() {
+                return host_ip.is_some_and(|ip| net.contains(&ip));
+            }
+            if let Ok(ip) = entry.trim_start_matches('[').trim_end_matches(']').parse() {
+                return host_ip == Some(ip);
+            }
+            // `name:port` or `[v6]:port`.
+            let (name, entry_port) = match entry.rsplit_once(':') {
+                Some((name, p)) => match p.parse::<u16>() {
+                    Ok(p) => (name, Some(p)),
+                    Err(_) => return false,
+                },
+                None => (entry.as_str(), None),
+            };
+            if entry_port.is_some_and(|p| p != port) {
+                return false;
+            }
+            let name = name.trim_start_matches('[').trim_end_matches(']');
+            if let Ok(ip) = name.parse::<std::net::IpAddr>() {
+                return host_ip == Some(ip);
+            }
+            let domain = name.trim_start_matches('*').trim_start_matches('.');
+            !domain.is_empty()
+                && (host == domain
+                    || host
+                        .strip_suffix(domain)
+                        .is_some_and(|rest| rest.ends_with('.')))
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_proxy_is_refused_with_what_to_change() {
+    fn a_proxy_is_refused_with_its_source_and_what_to_change() {
         let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
         config.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
-        let Err(e) = client(config) else {
+        let Err(e) = client(config, true) else {
             panic!("a client was built for a kubeconfig with a proxy");
         };
-        assert!(e.contains("proxy.example:3128"), "{e}");
-        assert!(e.contains("remove proxy-url, or unset HTTPS_PROXY"), "{e}");
+        assert_eq!(
+            e,
+            "the kubeconfig's cluster sets proxy-url (http://proxy.example:3128/); this build connects to the API server directly: remove proxy-url from the kubeconfig"
+        );
+
+        let proxy: axum::http::Uri = "http://proxy.example:3128".parse().unwrap();
+        let server: axum::http::Uri = "https://api.k8s.example:6443".parse().unwrap();
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| (*v).to_string())
+            }
+        };
+        assert_eq!(
+            refuse_proxy(&proxy, &server, false, env(&[("https_proxy", "x")])),
+            Err("https_proxy is set (http://proxy.example:3128/) and NO_PROXY does not cover the API server's host api.k8s.example; this build connects to the API server directly: add api.k8s.example to NO_PROXY, or unset https_proxy for the controller".to_string())
+        );
+        let e = refuse_proxy(
+            &proxy,
+            &server,
+            false,
+            env(&[("HTTPS_PROXY", "x"), ("NO_PROXY", "other.example")]),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("HTTPS_PROXY is set"), "{e}");
+        assert_eq!(
+            refuse_proxy(
+                &proxy,
+                &server,
+                false,
+                env(&[("HTTPS_PROXY", "x"), ("NO_PROXY", "localhost,.k8s.example")])
+            ),
+            Ok(())
+        );
+        // no_proxy is read when NO_PROXY is unset; the kubeconfig's
+        // proxy-url is never skipped.
+        assert_eq!(
+            refuse_proxy(&proxy, &server, false, env(&[("no_proxy", "*")])),
+            Ok(())
+        );
+        assert!(refuse_proxy(&proxy, &server, true, env(&[("NO_PROXY", "*")])).is_err());
+    }
+
+    #[test]
+    fn no_proxy_entries_match_as_kubectl_reads_them() {
+        let covers = |list: &str, host: &str| no_proxy_covers(list, host, 6443);
+        assert!(covers("*", "api.example"));
+        assert!(covers("api.example", "api.example"));
+        assert!(covers("example", "api.example"));
+        assert!(covers(".example", "api.example"));
+        assert!(covers("*.example", "api.example"));
+        assert!(covers(" other , API.Example ", "api.example"));
+        assert!(!covers("pi.example", "api.example"));
+        assert!(!covers(".example", "api.example.org"));
+        assert!(covers("10.0.0.0/8", "10.1.2.3"));
+        assert!(!covers("10.0.0.0/8", "11.1.2.3"));
+        assert!(covers("192.168.1.10", "192.168.1.10"));
+        assert!(!covers("192.168.1.10", "192.168.1.11"));
+        assert!(covers("fd00::/8", "[fd00::1]"));
+        assert!(covers("api.example:6443", "api.example"));
+        assert!(!covers("api.example:443", "api.example"));
+        assert!(!covers("", "api.example"));
+        assert!(!covers("10.0.0.0/8", "api.example"));
     }
 }

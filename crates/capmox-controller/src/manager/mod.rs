@@ -55,8 +55,15 @@ pub enum ManagerError {
     #[error("kubeconfig: {0}")]
     Kubeconfig(String),
     /// An HTTP listener could not be bound.
-    #[error("cannot listen: {0}")]
-    Listen(#[from] std::io::Error),
+    #[error("cannot listen on {addr} ({flag}): {source}")]
+    Listen {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The flag that gave it (`--metrics-addr`, `--health-addr`).
+        flag: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The leader Lease was lost while leading.
     #[error("lost the leader lease")]
     LostLeadership,
@@ -64,8 +71,20 @@ pub enum ManagerError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     /// The webhook server could not start (certificate or address).
-    #[error("webhook server: {0}")]
+    #[error("webhook server: {0}{hint}", hint = webhook_hint(.0))]
     Webhook(#[from] crate::webhook::WebhookError),
+}
+
+/// What to do about a serving certificate that cannot be read (at the
+/// first start outside the cluster there is none): the flags that say
+/// where it is, or that there is none.
+fn webhook_hint(e: &crate::webhook::WebhookError) -> &'static str {
+    match e {
+        crate::webhook::WebhookError::Certs(crate::webhook::certs::CertError::Read { .. }) => {
+            "; put the serving certificate in --webhook-cert-dir (names: --webhook-cert-name, --webhook-key-name), or run with --disable-webhooks"
+        }
+        _ => "",
+    }
 }
 
 impl ManagerError {
@@ -74,7 +93,7 @@ impl ManagerError {
     pub fn category(&self) -> &'static str {
         match self {
             ManagerError::Kubeconfig(_) => "kubeconfig",
-            ManagerError::Listen(_) => "listen",
+            ManagerError::Listen { .. } => "listen",
             ManagerError::LostLeadership => "lost_leadership",
             ManagerError::Runtime(_) => "runtime",
             ManagerError::Webhook(_) => "webhook",
@@ -89,15 +108,17 @@ impl ManagerError {
     }
 }
 
-/// Builds the Kubernetes client: `--kubeconfig`, else kube's inference
-/// (`KUBECONFIG`, `~/.kube/config`, in-cluster service account), and the
-/// API server's URL (for logs).
+/// Builds the Kubernetes client: `--kubeconfig`, else the files `KUBECONFIG`
+/// names that exist (merged, missing ones skipped as kubectl does), else
+/// kube's inference (`~/.kube/config`, in-cluster service account), and
+/// the API server's URL (for logs).
 ///
 /// # Errors
 /// [`ManagerError::Kubeconfig`] when no usable configuration is found.
 pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> Result<(kube::Client, String), ManagerError> {
+    let kubeconfig_proxy;
     let config = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
@@ -110,43 +131,122 @@ pub async fn kube_client(
                 };
                 ManagerError::Kubeconfig(format!("{}: {detail}", path.display()))
             })?;
+            kubeconfig_proxy = sets_proxy_url(&kc);
             kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
                 .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
         }
         None => {
-            // kube's inference reports a missing `KUBECONFIG` file with its
-            // path quoted twice, after its in-cluster attempt: name it first.
-            if let Some(problem) = std::env::var_os("KUBECONFIG")
-                .and_then(|v| unreadable_kubeconfig(&v.to_string_lossy()))
-            {
-                return Err(ManagerError::Kubeconfig(problem));
+            // kube's inference refuses a `KUBECONFIG` list with a missing
+            // file (kubectl skips it), naming it with its path quoted twice
+            // after its in-cluster attempt: the files are read here.
+            let files = match std::env::var_os("KUBECONFIG") {
+                Some(v) => {
+                    kubeconfig_files(&v.to_string_lossy()).map_err(ManagerError::Kubeconfig)?
+                }
+                None => Vec::new(),
+            };
+            if files.is_empty() {
+                // `~/.kube/config`, else in-cluster (without proxy).
+                kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
+                kube::Config::infer()
+                    .await
+                    .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
+            } else {
+                let kc = files
+                    .iter()
+                    .try_fold(Kubeconfig::default(), |merged, p| {
+                        Kubeconfig::read_from(p).and_then(|c| merged.merge(c))
+                    })
+                    .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
+                kubeconfig_proxy = sets_proxy_url(&kc);
+                let mut config =
+                    kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+                        .await
+                        .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
+                // As kube's inference does.
+                config.apply_debug_overrides();
+                config
             }
-            kube::Config::infer()
-                .await
-                .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
         }
     };
     let server = config.cluster_url.to_string();
-    let client = kube_http::client(config).map_err(ManagerError::Kubeconfig)?;
+    let client = kube_http::client(config, kubeconfig_proxy).map_err(ManagerError::Kubeconfig)?;
     Ok((client, server))
 }
 
-/// The first file a `KUBECONFIG` value (paths separated by `:`; empty
-/// entries skipped) names that cannot be read, as
-/// `KUBECONFIG names <path>: cannot read the file: <why>`; `None` when all
-/// can be read.
-fn unreadable_kubeconfig(value: &str) -> Option<String> {
-    std::env::split_paths(value)
+/// An error of a request to the API server with its causes
+/// ([`crate::error::with_causes`]) and, when the server's certificate was
+/// refused, what that means in the kubeconfig's terms (rustls names the
+/// problem in Rust's debug form, e.g. `UnknownIssuer`).
+pub fn api_error_text(e: &kube::Error) -> String {
+    use rustls::CertificateError as C;
+    let text = crate::error::with_causes(e);
+    let hint = match crate::error::certificate_error(e) {
+        None => return text,
+        Some(C::NotValidForName | C::NotValidForNameContext { .. }) => {
+            "the server's certificate does not name the host of the kubeconfig's server URL"
+        }
+        Some(
+            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
+        ) => "the server's certificate is expired or not yet valid (check the clocks)",
+        Some(_) => {
+            "the server's certificate is not trusted by the kubeconfig's certificate-authority(-data)"
+        }
+    };
+    format!("{text} ({hint})")
+}
+
+/// Whether the cluster of `kc`'s current context sets `proxy-url` (the
+/// source kube prefers over `HTTPS_PROXY`).
+fn sets_proxy_url(kc: &Kubeconfig) -> bool {
+    let cluster = kc
+        .contexts
+        .iter()
+        .find(|c| kc.current_context.as_deref() == Some(c.name.as_str()))
+        .and_then(|c| c.context.as_ref())
+        .map(|c| c.cluster.as_str());
+    kc.clusters
+        .iter()
+        .find(|c| cluster == Some(c.name.as_str()))
+        .and_then(|c| c.cluster.as_ref())
+        .and_then(|c| c.proxy_url.as_deref())
+        .is_some_and(|p| !p.is_empty())
+}
+
+/// The files a `KUBECONFIG` value (paths separated by `:`; empty entries
+/// skipped) names that exist, in order; as kubectl, a file that does not
+/// exist is skipped.
+///
+/// # Errors
+/// `KUBECONFIG names <path>: cannot read the file: <why>` for a file that
+/// exists but cannot be opened, or `KUBECONFIG names no file that exists`
+/// when there are entries and none exists.
+fn kubeconfig_files(value: &str) -> Result<Vec<std::path::PathBuf>, String> {
+    let named: Vec<_> = std::env::split_paths(value)
         .filter(|p| !p.as_os_str().is_empty())
-        .find_map(|p| {
-            std::fs::File::open(&p).err().map(|e| {
-                format!(
+        .collect();
+    let mut found = Vec::new();
+    for p in &named {
+        match std::fs::File::open(p) {
+            Ok(_) => found.push(p.clone()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(format!(
                     "KUBECONFIG names {}: cannot read the file: {e}",
                     p.display()
-                )
-            })
-        })
+                ));
+            }
+        }
+    }
+    if found.is_empty() && !named.is_empty() {
+        let list: Vec<_> = named.iter().map(|p| p.display().to_string()).collect();
+        return Err(format!(
+            "KUBECONFIG names no file that exists ({}); give an existing kubeconfig, or --kubeconfig",
+            list.join(", ")
+        ));
+    }
+    Ok(found)
 }
 
 /// This process's identity for the Lease and events: `POD_NAME`, else the
@@ -349,9 +449,9 @@ pub async fn run_with(
         identity = %identity,
         metrics = %bound.metrics,
         health = %bound.health,
-        webhooks = ?bound.webhook,
-        namespace = ?shared.options.namespace,
-        watch_filter = ?shared.options.watch_filter,
+        webhooks = %bound.webhook.map_or_else(|| "disabled".to_string(), |a| a.to_string()),
+        namespace = shared.options.namespace.as_deref().unwrap_or("all"),
+        watch_filter = shared.options.watch_filter.as_deref().unwrap_or("none"),
         "capmox-controller starting"
     );
     if let Some(tx) = started {
@@ -371,7 +471,7 @@ pub async fn run_with(
                     Err(e) => {
                         tracing::warn!(
                             server = %server,
-                            error = %crate::error::with_causes(&e),
+                            error = %api_error_text(&e),
                             "Kubernetes API server not reachable yet"
                         );
                         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -408,7 +508,11 @@ pub async fn run_with(
     };
     if leading {
         metrics.set_leader(true);
-        tracing::info!("leading: starting controllers");
+        if flags.leader_elect {
+            tracing::info!("leading: starting controllers");
+        } else {
+            tracing::info!("starting controllers (no leader election)");
+        }
         let running = controllers(shared.clone(), flags.machine_options());
         tokio::pin!(running);
         let ended_by_itself = tokio::select! {
@@ -471,19 +575,26 @@ mod tests {
     }
 
     #[test]
-    fn a_missing_file_named_by_kubeconfig_is_named_once() {
+    fn missing_files_named_by_kubeconfig_are_skipped_as_kubectl_does() {
         let dir = std::env::temp_dir();
         let readable = dir.join(format!("capmox-kc-{}", std::process::id()));
         std::fs::write(&readable, "apiVersion: v1").unwrap();
-        let value = format!("{}::/nonexistent/capmox-kc", readable.display());
-        let problem = unreadable_kubeconfig(&value).expect("the missing file is found");
+        let value = format!("/nonexistent/capmox-kc::{}", readable.display());
+        assert_eq!(kubeconfig_files(&value), Ok(vec![readable.clone()]));
+        assert_eq!(
+            kubeconfig_files("/nonexistent/a:/nonexistent/b"),
+            Err("KUBECONFIG names no file that exists (/nonexistent/a, /nonexistent/b); give an existing kubeconfig, or --kubeconfig".to_string())
+        );
+        // A file that exists but cannot be read is named.
+        let below_a_file = format!("{}/x", readable.display());
+        let problem = kubeconfig_files(&below_a_file).unwrap_err();
         assert!(
-            problem.starts_with("KUBECONFIG names /nonexistent/capmox-kc: cannot read the file: "),
+            problem.starts_with(&format!(
+                "KUBECONFIG names {below_a_file}: cannot read the file: "
+            )),
             "{problem}"
         );
-        assert_eq!(problem.matches("capmox-kc").count(), 1, "{problem}");
-        assert_eq!(unreadable_kubeconfig(&readable.display().to_string()), None);
-        assert_eq!(unreadable_kubeconfig(""), None);
+        assert_eq!(kubeconfig_files(""), Ok(vec![]));
         std::fs::remove_file(&readable).unwrap();
     }
 }

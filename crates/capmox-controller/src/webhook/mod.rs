@@ -141,7 +141,7 @@ pub enum WebhookError {
     #[error(transparent)]
     Certs(#[from] certs::CertError),
     /// The listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    #[error("cannot listen on {addr} (--webhook-addr): {source}")]
     Listen {
         /// The address.
         addr: SocketAddr,

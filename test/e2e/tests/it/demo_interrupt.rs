@@ -1,6 +1,7 @@
 //! Ctrl-C stops the demo cleanly, and its exit status says it was
 //! interrupted (130, as a shell reports a process ended by SIGINT), not
-//! that it ran to its end. The signal is sent at the demo's first line,
+//! that it ran to its end; the controller's log is kept in a file of the
+//! run's own. The signal is sent at the demo's first line,
 //! before its environment starts: a SIGINT listener made only once the
 //! environment was up let such an early Ctrl-C kill the demo (leaving its
 //! controller running) or be swallowed.
@@ -51,10 +52,19 @@ fn an_interrupted_demo_exits_130_after_stopping_everything() {
     };
     let lines = reader.join().expect("read the demo's output");
     assert_eq!(status.code(), Some(130), "{lines:?}");
+    // The log is kept in a file of this run's own.
+    let kept = std::env::temp_dir().join(format!("capmox-demo-controller-{}.log", child.id()));
+    let last = lines
+        .iter()
+        .find(|l| l.starts_with("interrupted: the simulated datacenters"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
     assert!(
-        lines
-            .iter()
-            .any(|l| l.starts_with("interrupted: the simulated datacenters")),
-        "{lines:?}"
+        last.ends_with(&format!(
+            "the controller's log is kept in {}.",
+            kept.display()
+        )),
+        "{last}"
     );
+    assert!(kept.is_file(), "{}", kept.display());
+    std::fs::remove_file(&kept).unwrap();
 }
