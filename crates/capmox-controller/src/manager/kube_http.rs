@@ -1,7 +1,8 @@
 //! The Kubernetes client's HTTP stack: kube's default stack (rustls with the
 //! kubeconfig's trust roots and client identity, its timeouts, the base URI,
 //! authentication, extra headers, kube's retry of 429/503/504), with a
-//! bounded connection pool.
+//! bounded connection pool, and responses read without their managed fields
+//! ([`super::managed_fields`]).
 //!
 //! Why not kube's own (`kube::Client::try_from(Config)`): its pool keeps
 //! every connection it ever opened for 90 s, without a limit. The admission
@@ -106,8 +107,8 @@ pub fn client(mut config: kube::Config, kubeconfig_proxy: bool) -> Result<kube::
 /// # Errors
 /// A one-line message naming the proxy's source and what to change.
 fn refuse_proxy(
-    proxy: &axum::http::Uri,
-    server: &axum::http::Uri,
+    proxy: &http::Uri,
+    server: &http::Uri,
     kubeconfig_proxy: bool,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(), String> {
@@ -200,8 +201,8 @@ mod tests {
             "the kubeconfig's cluster sets proxy-url (http://proxy.example:3128/); this build connects to the API server directly: remove proxy-url from the kubeconfig"
         );
 
-        let proxy: axum::http::Uri = "http://proxy.example:3128".parse().unwrap();
-        let server: axum::http::Uri = "https://api.k8s.example:6443".parse().unwrap();
+        let proxy: http::Uri = "http://proxy.example:3128".parse().unwrap();
+        let server: http::Uri = "https://api.k8s.example:6443".parse().unwrap();
         let env = |vars: &'static [(&'static str, &'static str)]| {
             move |name: &str| {
                 vars.iter()
