@@ -137,23 +137,34 @@ pub fn effective_instances(cluster: &ProxmoxClusterSpec) -> Vec<EffectiveInstanc
             spec,
         }];
     }
-    listed
-        .iter()
-        .map(|i| EffectiveInstance {
-            spec: i.clone(),
-            manager_credentials: false,
-            implicit: false,
-            network: resolve_network(cluster, Some(i)),
-            scheduler_hints: resolve_hints(cluster, Some(i)),
-        })
-        .collect()
+    listed.iter().map(|i| listed_instance(cluster, i)).collect()
 }
 
-/// The effective instance named `name`.
+/// The effective instance of `i`, an instance `cluster` lists.
+fn listed_instance(cluster: &ProxmoxClusterSpec, i: &InstanceSpec) -> EffectiveInstance {
+    EffectiveInstance {
+        spec: i.clone(),
+        manager_credentials: false,
+        implicit: false,
+        network: resolve_network(cluster, Some(i)),
+        scheduler_hints: resolve_hints(cluster, Some(i)),
+    }
+}
+
+/// The effective instance named `name` (the first of that name, as in
+/// [`effective_instances`]); only that one is built, not every instance
+/// of the cluster (each reconcile asks).
 pub fn effective_instance(cluster: &ProxmoxClusterSpec, name: &str) -> Option<EffectiveInstance> {
-    effective_instances(cluster)
-        .into_iter()
-        .find(|i| i.spec.name == name)
+    let listed = cluster.instances();
+    if listed.is_empty() {
+        return effective_instances(cluster)
+            .into_iter()
+            .find(|i| i.spec.name == name);
+    }
+    listed
+        .iter()
+        .find(|i| i.name == name)
+        .map(|i| listed_instance(cluster, i))
 }
 
 fn resolve_network(cluster: &ProxmoxClusterSpec, inst: Option<&InstanceSpec>) -> ResolvedNetwork {

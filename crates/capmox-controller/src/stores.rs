@@ -179,7 +179,7 @@ impl Stores {
             .state()
             .into_iter()
             .filter(|m| {
-                m.namespace().as_deref() == Some(ns)
+                m.metadata.namespace.as_deref() == Some(ns)
                     && m.labels().get(CLUSTER_NAME_LABEL).map(String::as_str) == Some(cluster)
             })
             .collect()
@@ -201,7 +201,7 @@ impl Stores {
         by_ref.or_else(|| {
             let name = cluster.name_any();
             self.proxmox_clusters.state().into_iter().find(|pc| {
-                pc.namespace().as_deref() == Some(ns)
+                pc.metadata.namespace.as_deref() == Some(ns)
                     && pc.labels().get(CLUSTER_NAME_LABEL) == Some(&name)
             })
         })
@@ -217,7 +217,7 @@ impl Stores {
             .state()
             .iter()
             .filter(|m| {
-                m.namespace().as_deref() == Some(ns) && m.bootstrap_secret() == Some(secret)
+                m.metadata.namespace.as_deref() == Some(ns) && m.bootstrap_secret() == Some(secret)
             })
             .filter_map(|m| m.spec.infrastructure_ref.as_ref())
             .filter(|r| r.kind == "ProxmoxMachine")

@@ -56,7 +56,7 @@ pub fn clusters_of_machine(
     let ns = machine.namespace.as_deref().unwrap_or_default();
     clusters
         .iter()
-        .filter(|pc| pc.namespace().as_deref() == Some(ns))
+        .filter(|pc| pc.metadata.namespace.as_deref() == Some(ns))
         .filter(|pc| {
             pc.labels()
                 .get(CLUSTER_NAME_LABEL)

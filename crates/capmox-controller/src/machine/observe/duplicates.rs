@@ -46,7 +46,7 @@ async fn find(run: &Run<'_>, facts: &Facts) -> Option<String> {
         .machines
         .state()
         .into_iter()
-        .filter(|m| m.uid().as_deref() != Some(run.me.uid.as_str()))
+        .filter(|m| m.metadata.uid.as_deref() != Some(run.me.uid.as_str()))
         .map(|m| latest_known(run, m))
         .filter_map(|m| {
             let addrs = held(&m);

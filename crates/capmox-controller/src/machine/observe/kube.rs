@@ -347,12 +347,13 @@ pub fn placement_input(
     counts: std::collections::BTreeMap<String, u32>,
 ) -> Option<placement::Input> {
     let pc = world.proxmox_cluster.as_ref()?;
-    let st = pc.status.clone().unwrap_or_default();
+    // Borrowed: the status also holds every failure domain and count.
+    let st = pc.status.as_ref();
     let list: Vec<EffectiveInstance> = instances::effective_instances(&pc.spec);
     let instances = list
         .into_iter()
         .map(|e| {
-            let s = st.instances.iter().find(|i| i.name == e.spec.name);
+            let s = st.and_then(|st| st.instances.iter().find(|i| i.name == e.spec.name));
             InstanceFacts {
                 name: e.spec.name.clone(),
                 ready: s.is_some_and(|s| s.ready),

@@ -30,7 +30,7 @@ fn holder(run: &Run<'_>, facts: &Facts) -> Option<String> {
         .machines
         .state()
         .into_iter()
-        .filter(|m| m.uid().as_deref() != Some(run.me.uid.as_str()))
+        .filter(|m| m.metadata.uid.as_deref() != Some(run.me.uid.as_str()))
         .map(|m| latest_known(run, m))
         .find(|m| {
             m.spec

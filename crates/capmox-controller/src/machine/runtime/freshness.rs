@@ -90,18 +90,19 @@ impl Written {
     pub fn share(&mut self, stored: &Arc<ProxmoxMachine>) {
         if let Some(kept) = &self.object
             && !Arc::ptr_eq(kept, stored)
-            && kept.resource_version().is_some()
-            && kept.resource_version() == stored.resource_version()
+            && kept.metadata.resource_version.is_some()
+            && kept.metadata.resource_version == stored.metadata.resource_version
         {
             self.object = Some(Arc::clone(stored));
         }
     }
 
-    /// The `resourceVersion` of the last write.
-    pub fn version(&self) -> Option<String> {
+    /// The `resourceVersion` of the last write (borrowed: the
+    /// duplicate-address check asks for every machine of the store).
+    pub fn version(&self) -> Option<&str> {
         self.object
             .as_deref()
-            .and_then(ResourceExt::resource_version)
+            .and_then(|o| o.metadata.resource_version.as_deref())
     }
 }
 

@@ -9,7 +9,6 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
 use tracing::info;
 
 use crate::error::Error;
@@ -40,7 +39,7 @@ pub async fn choose(run: &mut Run<'_>) -> Result<Observed, Error> {
     let cluster = run.me.cluster.clone().unwrap_or_default();
     let mut counts = BTreeMap::new();
     for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
-        if m.uid().as_deref() == Some(run.me.uid.as_str()) {
+        if m.metadata.uid.as_deref() == Some(run.me.uid.as_str()) {
             continue;
         }
         let m = latest_known(run, m);

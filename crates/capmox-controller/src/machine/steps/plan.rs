@@ -237,8 +237,10 @@ fn cluster_machines(
     }
     let cluster = run.me.cluster.clone().unwrap_or_default();
     for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
-        let Some(uid) = m.uid() else { continue };
-        if uid == run.me.uid || inflight.contains_key(&uid) {
+        let Some(uid) = m.metadata.uid.as_deref() else {
+            continue;
+        };
+        if uid == run.me.uid || inflight.contains_key(uid) {
             continue;
         }
         let m = latest_known(run, m);
@@ -272,8 +274,10 @@ fn pci_in_use(
     }
     let cluster = run.me.cluster.clone().unwrap_or_default();
     for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
-        let Some(uid) = m.uid() else { continue };
-        if uid == run.me.uid || inflight.contains_key(&uid) || m.spec.pci_devices.is_empty() {
+        let Some(uid) = m.metadata.uid.as_deref() else {
+            continue;
+        };
+        if uid == run.me.uid || inflight.contains_key(uid) || m.spec.pci_devices.is_empty() {
             continue;
         }
         let m = latest_known(run, m);

@@ -10,8 +10,6 @@
 
 use std::collections::BTreeMap;
 
-use kube::ResourceExt;
-
 use crate::error::Error;
 use crate::events::EventKind;
 use crate::machine::context::Run;
@@ -49,7 +47,7 @@ pub async fn reserve(run: &mut Run<'_>, facts: &Facts) -> Result<Observed, Error
     let cluster = run.me.cluster.clone().unwrap_or_default();
     let mut same: BTreeMap<String, bool> = BTreeMap::new();
     for m in run.ctx.stores.cluster_machines(&run.me.ns, &cluster) {
-        if m.uid().as_deref() == Some(run.me.uid.as_str()) {
+        if m.metadata.uid.as_deref() == Some(run.me.uid.as_str()) {
             continue;
         }
         let m = crate::machine::observe::duplicates::latest_known(run, m);
