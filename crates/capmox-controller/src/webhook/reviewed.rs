@@ -13,7 +13,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
 
@@ -52,62 +52,52 @@ impl Serialize for Reviewed {
 
 impl<'de> Deserialize<'de> for Reviewed {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let map = d.deserialize_map(ObjectVisitor)?;
+        let map = Members { metadata: false }.deserialize(d)?;
         Reviewed::from_map(map).map_err(de::Error::custom)
     }
 }
 
-/// Reads an object's keys; `metadata` through [`MetadataVisitor`].
-struct ObjectVisitor;
+/// Reads an object's members as JSON: an object's `metadata` through
+/// another `Members` (`metadata: true`), whose `managedFields` is read past
+/// without being built.
+#[derive(Clone, Copy)]
+struct Members {
+    /// These are the members of an object's `metadata`.
+    metadata: bool,
+}
 
-impl<'de> Visitor<'de> for ObjectVisitor {
+impl<'de> DeserializeSeed<'de> for Members {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Members {
     type Value = Map<String, Value>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Kubernetes object")
+        f.write_str(if self.metadata {
+            "an object's metadata"
+        } else {
+            "a Kubernetes object"
+        })
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
         let mut out = Map::new();
         while let Some(k) = a.next_key::<String>()? {
-            let v = if k == "metadata" {
-                Value::Object(a.next_value::<Metadata>()?.0)
+            if self.metadata && k == MANAGED_FIELDS {
+                a.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let v = if !self.metadata && k == "metadata" {
+                Value::Object(a.next_value_seed(Members { metadata: true })?)
             } else {
                 a.next_value::<Value>()?
             };
             out.insert(k, v);
-        }
-        Ok(out)
-    }
-}
-
-/// `metadata` without `managedFields`, which is read past without being
-/// built.
-struct Metadata(Map<String, Value>);
-
-impl<'de> Deserialize<'de> for Metadata {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        d.deserialize_map(MetadataVisitor).map(Metadata)
-    }
-}
-
-struct MetadataVisitor;
-
-impl<'de> Visitor<'de> for MetadataVisitor {
-    type Value = Map<String, Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object's metadata")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(k) = a.next_key::<String>()? {
-            if k == MANAGED_FIELDS {
-                a.next_value::<IgnoredAny>()?;
-            } else {
-                out.insert(k, a.next_value::<Value>()?);
-            }
         }
         Ok(out)
     }

@@ -430,7 +430,6 @@ fn a_missing_webhook_certificate_names_the_flags_to_use() {
 /// directly.
 #[test]
 fn a_proxy_from_the_environment_is_skipped_for_no_proxy_hosts() {
-    use std::io::BufRead;
     let dir = std::env::temp_dir().join(format!("capmox-no-proxy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = unreachable_kubeconfig(&dir);
@@ -456,23 +455,48 @@ fn a_proxy_from_the_environment_is_skipped_for_no_proxy_hosts() {
         "{e}"
     );
 
-    let mut child = command("localhost,127.0.0.0/8")
+    let started = starts(command("localhost,127.0.0.0/8"));
+    std::fs::remove_dir_all(&dir).unwrap();
+    started.unwrap_or_else(|lines| panic!("the manager did not start: {lines}"));
+}
+
+/// Runs `command` until it logs its start-up line (which comes after the
+/// kubeconfig was read and the client built), at most 20 s, then kills it.
+///
+/// # Errors
+/// The lines it wrote, when it ended or went quiet without that line.
+fn starts(mut command: std::process::Command) -> Result<(), String> {
+    use std::io::BufRead;
+    let mut child = command
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let started = std::thread::spawn(move || {
-        stderr
-            .lines()
-            .map_while(Result::ok)
-            .any(|l| l.contains("capmox-controller starting"))
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in stderr.lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
     });
-    std::thread::sleep(Duration::from_secs(3));
+    let mut lines = Vec::new();
+    let mut started = false;
+    while let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) {
+        started = line.contains("capmox-controller starting");
+        lines.push(line);
+        if started {
+            break;
+        }
+    }
     let _ = child.kill();
     let _ = child.wait();
-    std::fs::remove_dir_all(&dir).unwrap();
-    assert!(started.join().unwrap(), "the manager did not start");
+    if started {
+        Ok(())
+    } else {
+        Err(lines.join("\n"))
+    }
 }
 
 /// A server certificate the kubeconfig's CA did not sign is reported with
@@ -517,7 +541,6 @@ async fn an_untrusted_server_certificate_is_explained() {
 /// refused.
 #[test]
 fn missing_files_in_kubeconfig_are_skipped() {
-    use std::io::BufRead;
     let dir = std::env::temp_dir().join(format!("capmox-kc-list-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = unreachable_kubeconfig(&dir);
@@ -543,26 +566,12 @@ fn missing_files_in_kubeconfig_are_skipped() {
         "{e}"
     );
 
-    let mut child = command(&format!("/nonexistent/capmox-a:{}", kubeconfig.display()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = std::io::BufReader::new(child.stderr.take().unwrap());
-    let lines = std::thread::spawn(move || {
-        stderr
-            .lines()
-            .map_while(Result::ok)
-            .take_while(|l| !l.contains("capmox-controller starting"))
-            .collect::<Vec<_>>()
-    });
-    std::thread::sleep(Duration::from_secs(3));
-    let status = child.try_wait().unwrap();
-    let _ = child.kill();
-    let _ = child.wait();
+    let started = starts(command(&format!(
+        "/nonexistent/capmox-a:{}",
+        kubeconfig.display()
+    )));
     std::fs::remove_dir_all(&dir).unwrap();
-    let lines = lines.join().unwrap();
-    assert_eq!(status, None, "the manager ended: {lines:?}");
+    started.unwrap_or_else(|lines| panic!("the manager did not start: {lines}"));
 }
 
 /// With the API server unreachable since the start, no reconcile ever runs,
