@@ -37,16 +37,16 @@ pub struct Flags {
     pub concurrency: u16,
 
     /// Address of the Prometheus `/metrics` endpoint.
-    #[arg(long, env = "CAPMOX_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    #[arg(long, env = "CAPMOX_METRICS_ADDR", default_value = "0.0.0.0:8080", value_parser = parse_listen_addr)]
     pub metrics_addr: SocketAddr,
 
     /// Address of `/healthz` and `/readyz`.
-    #[arg(long, env = "CAPMOX_HEALTH_ADDR", default_value = "0.0.0.0:8081")]
+    #[arg(long, env = "CAPMOX_HEALTH_ADDR", default_value = "0.0.0.0:8081", value_parser = parse_listen_addr)]
     pub health_addr: SocketAddr,
 
     /// Address of the webhook server (HTTPS: the defaulting, validating and
     /// conversion webhooks the API server calls; controller-runtime's port).
-    #[arg(long, env = "CAPMOX_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    #[arg(long, env = "CAPMOX_WEBHOOK_ADDR", default_value = "0.0.0.0:9443", value_parser = parse_listen_addr)]
     pub webhook_addr: SocketAddr,
 
     /// Directory of the webhook serving certificate (where the cert-manager
@@ -85,7 +85,8 @@ pub struct Flags {
     #[arg(
         long,
         env = "CAPMOX_LEADER_ELECTION_ID",
-        default_value = "capmox-controller-leader"
+        default_value = "capmox-controller-leader",
+        value_parser = parse_lease_name
     )]
     pub leader_election_id: String,
 
@@ -369,12 +370,19 @@ pub fn parse_duration_up_to<const MAX_SECS: u64>(s: &str) -> Result<Duration, St
     let max = Duration::from_secs(MAX_SECS);
     match humantime::parse_duration(s.trim()) {
         Ok(d) if d.is_zero() => Err(format!("must be greater than 0; {FORM}")),
-        Ok(d) if d > max => Err(format!(
-            "must be at most {}; {FORM}",
-            humantime::format_duration(max)
-        )),
+        Ok(d) if d > max => Err(format!("must be at most {}; {FORM}", in_words(MAX_SECS))),
         Ok(d) => Ok(d),
         Err(e) => Err(format!("{e}; {FORM}")),
+    }
+}
+
+/// A bound in seconds as `--help` says it: `1 day`, `2 hours`, `90 s`.
+fn in_words(secs: u64) -> String {
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    match secs {
+        s if s > 0 && s % DAY == 0 => plural(s / DAY, "day"),
+        s if s > 0 && s % HOUR == 0 => plural(s / HOUR, "hour"),
+        s => format!("{s} s"),
     }
 }
 
@@ -407,6 +415,39 @@ pub fn parse_namespace(s: &str) -> Result<String, String> {
     } else {
         Err(format!(
             "{s:?} is not a namespace name; give at most 63 lowercase letters, digits or '-', starting and ending with a letter or digit"
+        ))
+    }
+}
+
+/// Parses a listen address (`--metrics-addr`, `--health-addr`,
+/// `--webhook-addr`): `IP:port` (`[v6]:port`), or controller-runtime's
+/// `:port`, which means every IPv4 address (`0.0.0.0:port`).
+///
+/// # Errors
+/// A message for clap with the forms accepted (a host name is not one:
+/// the address is bound as given, not looked up).
+pub fn parse_listen_addr(s: &str) -> Result<SocketAddr, String> {
+    let v = s.trim();
+    let text = match v.strip_prefix(':') {
+        Some(port) => format!("0.0.0.0:{port}"),
+        None => v.to_string(),
+    };
+    text.parse().map_err(|_| {
+        format!("{v:?} is not a listen address; give IP:port (0.0.0.0:8080, 127.0.0.1:8080, [::]:8080) or :port")
+    })
+}
+
+/// Parses `--leader-election-id`: the Lease's name, a DNS-1123 subdomain.
+///
+/// # Errors
+/// A message for clap saying what a Lease name is (the API server refuses
+/// any other name on every attempt, so the manager would never lead).
+pub fn parse_lease_name(s: &str) -> Result<String, String> {
+    if is_dns_subdomain(s) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a Lease name; give lowercase letters, digits, '-' and '.', at most 253, each dot-separated part starting and ending with a letter or digit"
         ))
     }
 }
@@ -475,7 +516,7 @@ where
     T: std::str::FromStr + PartialEq + From<u8>,
     T::Err: std::fmt::Display,
 {
-    const FORM: &str = "give a whole number of at least 1";
+    const FORM: &str = "give a whole number such as 32";
     match s.trim().parse::<T>() {
         Ok(n) if n == T::from(0) => Err(format!("must be at least 1; {FORM}")),
         Ok(n) => Ok(n),
@@ -589,11 +630,11 @@ mod tests {
     #[test]
     fn durations_above_their_bound_are_refused() {
         assert_refused(&[
-            ("--probe-period", "25h", "must be at most 1day"),
-            ("--probe-retry", "2days", "must be at most 1day"),
-            ("--pve-timeout", "61m", "must be at most 1h"),
-            ("--shutdown-timeout", "100years", "must be at most 1h"),
-            ("--leader-lease-duration", "2h", "must be at most 1h"),
+            ("--probe-period", "25h", "must be at most 1 day;"),
+            ("--probe-retry", "2days", "must be at most 1 day;"),
+            ("--pve-timeout", "61m", "must be at most 1 hour;"),
+            ("--shutdown-timeout", "100years", "must be at most 1 hour;"),
+            ("--leader-lease-duration", "2h", "must be at most 1 hour;"),
         ]);
         let f = Flags::try_parse_from([
             "capmox-controller",
@@ -637,6 +678,13 @@ mod tests {
                 "NS/creds",
                 "\"NS\" is not a namespace name",
             ),
+            (
+                "--leader-election-id",
+                "A/B",
+                "\"A/B\" is not a Lease name; give lowercase letters",
+            ),
+            ("--leader-election-id", "UPPER", "is not a Lease name"),
+            ("--leader-election-id", "", "is not a Lease name"),
         ]);
         let f = Flags::try_parse_from([
             "capmox-controller",
@@ -663,16 +711,12 @@ mod tests {
         assert_refused(&[
             ("--concurrency", "0", "must be at least 1"),
             ("--clone-concurrency", "0", "must be at least 1"),
-            ("--concurrency", "1.5", "give a whole number of at least 1"),
-            (
-                "--concurrency",
-                "70000",
-                "give a whole number of at least 1",
-            ),
+            ("--concurrency", "1.5", "give a whole number such as 32"),
+            ("--concurrency", "70000", "give a whole number such as 32"),
             (
                 "--clone-concurrency",
                 "many",
-                "give a whole number of at least 1",
+                "give a whole number such as 32",
             ),
         ]);
         let f = Flags::try_parse_from(["capmox-controller", "--concurrency", "1"]).unwrap();
@@ -714,6 +758,29 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn listen_addresses_take_ip_and_port_or_port_alone() {
+        let f = Flags::try_parse_from([
+            "capmox-controller",
+            "--metrics-addr=:18080",
+            "--health-addr=127.0.0.1:18081",
+            "--webhook-addr=[::1]:19443",
+        ])
+        .unwrap();
+        assert_eq!(f.metrics_addr, "0.0.0.0:18080".parse().unwrap());
+        assert_eq!(f.health_addr, "127.0.0.1:18081".parse().unwrap());
+        assert_eq!(f.webhook_addr, "[::1]:19443".parse().unwrap());
+        assert_refused(&[
+            (
+                "--metrics-addr",
+                "localhost:8080",
+                "\"localhost:8080\" is not a listen address; give IP:port",
+            ),
+            ("--health-addr", ":http", "is not a listen address"),
+            ("--webhook-addr", "9443", "is not a listen address"),
+        ]);
     }
 
     #[test]

@@ -148,6 +148,12 @@ pub async fn kube_client(
             };
             if files.is_empty() {
                 // `~/.kube/config`, else in-cluster (without proxy).
+                if let Some(problem) = no_kubeconfig(
+                    std::env::var_os("HOME").map(std::path::PathBuf::from),
+                    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
+                ) {
+                    return Err(ManagerError::Kubeconfig(problem));
+                }
                 kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
                 kube::Config::infer()
                     .await
@@ -212,6 +218,21 @@ fn sets_proxy_url(kc: &Kubeconfig) -> bool {
         .and_then(|c| c.cluster.as_ref())
         .and_then(|c| c.proxy_url.as_deref())
         .is_some_and(|p| !p.is_empty())
+}
+
+/// Why there is no configuration at all, without `--kubeconfig` and
+/// `KUBECONFIG`: `home`'s `.kube/config` does not exist and this is not a
+/// pod (`in_cluster`: `KUBERNETES_SERVICE_HOST` is set). `None` when one of
+/// them may give one (kube's inference then reads it and names its own
+/// problems), or when there is no home directory to look in.
+fn no_kubeconfig(home: Option<std::path::PathBuf>, in_cluster: bool) -> Option<String> {
+    let config = home?.join(".kube").join("config");
+    (!in_cluster && !config.exists()).then(|| {
+        format!(
+            "no kubeconfig: --kubeconfig and KUBECONFIG are not set, {} does not exist, and this is not a pod (KUBERNETES_SERVICE_HOST is not set); give --kubeconfig <file> or set KUBECONFIG",
+            config.display()
+        )
+    })
 }
 
 /// The files a `KUBECONFIG` value (paths separated by `:`; empty entries
@@ -572,6 +593,25 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.matches("capmox-kubeconfig").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn no_configuration_at_all_says_what_to_give() {
+        let home = std::env::temp_dir().join(format!("capmox-no-home-{}", std::process::id()));
+        assert_eq!(
+            no_kubeconfig(Some(home.clone()), false),
+            Some(format!(
+                "no kubeconfig: --kubeconfig and KUBECONFIG are not set, {}/.kube/config does not exist, and this is not a pod (KUBERNETES_SERVICE_HOST is not set); give --kubeconfig <file> or set KUBECONFIG",
+                home.display()
+            ))
+        );
+        // In a pod, or with a home kubeconfig, kube's inference reads it.
+        assert_eq!(no_kubeconfig(Some(home.clone()), true), None);
+        std::fs::create_dir_all(home.join(".kube")).unwrap();
+        std::fs::write(home.join(".kube").join("config"), "").unwrap();
+        assert_eq!(no_kubeconfig(Some(home.clone()), false), None);
+        std::fs::remove_dir_all(&home).unwrap();
+        assert_eq!(no_kubeconfig(None, false), None);
     }
 
     #[test]

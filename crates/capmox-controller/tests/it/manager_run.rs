@@ -286,7 +286,7 @@ fn bad_values_from_flags_and_variables_are_usage_errors() {
     let e = run(&["--default-credentials-secret", "a/b/c"], &[]);
     assert!(e.contains("\"b/c\" is not a Secret name"), "{e}");
     let e = run(&["--probe-period", "2days"], &[]);
-    assert!(e.contains("must be at most 1day"), "{e}");
+    assert!(e.contains("must be at most 1 day;"), "{e}");
 }
 
 /// The start-up lines say what the manager does in words: no Rust debug
