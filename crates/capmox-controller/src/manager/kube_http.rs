@@ -94,7 +94,11 @@ pub fn client(mut config: kube::Config, kubeconfig_proxy: bool) -> Result<kube::
         .option_layer(auth)
         .layer(headers)
         .map_err(BoxError::from)
-        .map_response(|r: http::Response<_>| r.map(managed_fields::Stripped::new))
+        .map_response(|mut r: http::Response<_>| {
+            // The body is rewritten: its length is no longer the header's.
+            r.headers_mut().remove(http::header::CONTENT_LENGTH);
+            r.map(managed_fields::Stripped::new)
+        })
         .service(pool);
     Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
 }
