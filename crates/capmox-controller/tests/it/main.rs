@@ -39,6 +39,7 @@ mod machine_takeover;
 mod machine_template_status;
 mod manager_leader;
 mod manager_run;
+mod manager_startup;
 mod source_rules;
 mod webhook_admission;
 mod webhook_tls;
