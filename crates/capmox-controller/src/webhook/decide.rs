@@ -255,7 +255,7 @@ pub fn validate(
     let Some(object) = req.object else {
         return Ok(verdict);
     };
-    if !matches!(req.operation, Operation::Create | Operation::Update) || !spec_changed(req) {
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Ok(verdict);
     }
     let kind = req.kind;
@@ -263,6 +263,12 @@ pub fn validate(
         Operation::Update => req.old_object,
         _ => None,
     };
+    // On update, the defaulted specs: compared here (as `spec_changed`
+    // does) and by the update rules below.
+    let specs = old.map(|old| (defaulted_spec(kind, old), defaulted_spec(kind, object)));
+    if specs.as_ref().is_some_and(|(o, n)| o == n) {
+        return Ok(verdict);
+    }
     let problems = &mut verdict.problems;
     match kind {
         Kind::ProxmoxCluster => {
@@ -309,8 +315,7 @@ pub fn validate(
             }
         }
     }
-    if let Some(old) = old {
-        let (o, n) = (defaulted_spec(kind, old), defaulted_spec(kind, object));
+    if let (Some(old), Some((o, n))) = (old, specs) {
         let errs = match kind {
             Kind::ProxmoxMachineTemplate
                 if !immutable::is_topology_dry_run(req.dry_run, object) =>
