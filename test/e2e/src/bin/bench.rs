@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use capmox_e2e::bench::{self, BenchOptions, RunOptions, ScenarioResult, report};
+use capmox_e2e::bench::{self, BenchOptions, RunOptions, ScenarioResult, clean_test, report};
 use clap::Parser;
 
 /// mimalloc instead of glibc's malloc: allocation was a third of this
@@ -51,6 +51,10 @@ struct Args {
     /// Keep each scenario's working directory (kubeconfig, controller log) and print where.
     #[arg(long)]
     keep: bool,
+    /// The clean `make test` record of `make time-clean-test`, reported in
+    /// the goal table when the file exists.
+    #[arg(long)]
+    clean_test_record: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -81,6 +85,15 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    // Read before the run: a record that is not one fails now, not after it.
+    let clean_test = match args.clean_test_record.as_deref().map(clean_test::read) {
+        None => None,
+        Some(Ok(r)) => r,
+        Some(Err(e)) => {
+            eprintln!("bench: --clean-test-record {e}");
+            return ExitCode::from(2);
+        }
+    };
     let mut controller_args = Vec::new();
     if let Some(n) = args.clone_concurrency {
         controller_args.push(format!("--clone-concurrency={n}"));
@@ -104,7 +117,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let info = report::RunInfo::collect(&opts, started.elapsed());
+    let info = report::RunInfo::collect(&opts, started.elapsed(), clean_test);
     let text = report::generated(&info, &results);
     println!("{text}");
     if let Some(path) = &args.write {
