@@ -176,21 +176,27 @@ pub fn with_causes(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// The certificate problem of the first rustls error among `e` and its
-/// causes, if any. A TLS handshake failure reaches the caller as an
-/// `std::io::Error` wrapping an `std::io::Error` wrapping the
-/// `rustls::Error`; `source()` skips a wrapped error itself, so each
-/// `io::Error` is opened too.
+/// causes, if any ([`tls_error`]).
 pub fn certificate_error<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> Option<&'a rustls::CertificateError> {
+    match tls_error(e) {
+        Some(rustls::Error::InvalidCertificate(problem)) => Some(problem),
+        _ => None,
+    }
+}
+
+/// The first rustls error among `e` and its causes, if any. A TLS
+/// handshake failure reaches the caller as an `std::io::Error` wrapping an
+/// `std::io::Error` wrapping the `rustls::Error`; `source()` skips a
+/// wrapped error itself, so each `io::Error` is opened too.
+pub fn tls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
     let mut cause = Some(e);
     while let Some(c) = cause {
         let mut wrapped: &(dyn std::error::Error + 'static) = c;
         loop {
-            if let Some(rustls::Error::InvalidCertificate(problem)) =
-                wrapped.downcast_ref::<rustls::Error>()
-            {
-                return Some(problem);
+            if let Some(tls) = wrapped.downcast_ref::<rustls::Error>() {
+                return Some(tls);
             }
             match wrapped
                 .downcast_ref::<std::io::Error>()

@@ -224,10 +224,8 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
         env.kube_url().unwrap_or_else(|| "(real cluster)".into()),
         env.kubeconfig().display()
     ));
-    lines.push(format!(
-        "controller log:   {}",
-        env.controller_log().display()
-    ));
+    let kept_log = kept_log_path(std::process::id());
+    lines.push(log_line(&env.controller_log(), &kept_log));
     screen.say(&lines.join("\n"));
 
     // Ctrl-C at any moment stops the demo as cleanly as its end does: the
@@ -249,7 +247,6 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // log stays for whoever wants to read what it did (a failed or
     // interrupted run's too), one file per run: two demos at once do not
     // write over each other's.
-    let kept_log = kept_log_path(std::process::id());
     let copied = std::fs::copy(env.controller_log(), &kept_log).is_ok();
     env.shutdown().await;
     let log_line = if copied {
@@ -271,6 +268,18 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
         "\n{how}: the simulated datacenters, the management cluster and the controller are stopped; {log_line}.{next}"
     ));
     outcome
+}
+
+/// The start-up line naming the controller's log: `running`, in the
+/// working directory, is removed with it when the demo ends, however it
+/// ends; the copy in `kept` stays. (The line named only `running`, which
+/// no longer existed once the demo had ended.)
+fn log_line(running: &std::path::Path, kept: &std::path::Path) -> String {
+    format!(
+        "controller log:   {} while the demo runs; kept in {} when it ends",
+        running.display(),
+        kept.display()
+    )
 }
 
 /// Where the demo with process id `pid` keeps its controller's log once
@@ -341,7 +350,23 @@ async fn story(
 
 #[cfg(test)]
 mod tests {
-    use super::count;
+    use super::{count, kept_log_path, log_line};
+
+    #[test]
+    fn the_log_line_names_where_the_log_is_kept() {
+        let kept = kept_log_path(42);
+        assert_eq!(
+            kept,
+            std::env::temp_dir().join("capmox-demo-controller-42.log")
+        );
+        assert_eq!(
+            log_line(std::path::Path::new("/tmp/w/capmox-controller.log"), &kept),
+            format!(
+                "controller log:   /tmp/w/capmox-controller.log while the demo runs; kept in {} when it ends",
+                kept.display()
+            )
+        );
+    }
 
     #[test]
     fn counts_are_singular_only_for_one() {

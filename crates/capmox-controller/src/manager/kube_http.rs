@@ -45,24 +45,41 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_secs(15);
 /// in pieces of this size.
 pub const MAX_READ_BUFFER: usize = 64 * 1024;
 
-/// A client for `config`. `kubeconfig_proxy` says whether the kubeconfig's
-/// cluster sets `proxy-url`; kube otherwise took `config.proxy_url` from
-/// `HTTPS_PROXY` or `https_proxy`. A proxy from those variables is dropped
-/// when `NO_PROXY` (else `no_proxy`) covers the API server's host.
+/// Where a client's configuration came from, for its proxy rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// A kubeconfig; `proxy_url`: its cluster sets `proxy-url`.
+    Kubeconfig {
+        /// The kubeconfig's cluster sets `proxy-url`.
+        proxy_url: bool,
+    },
+    /// The pod's service account: the proxy variables are not read.
+    InCluster,
+}
+
+/// A client for `config`. From a kubeconfig ([`Source::Kubeconfig`]), a
+/// proxy applies when its cluster sets `proxy-url` (then
+/// `config.proxy_url`), else when the environment sets one for the API
+/// server's URL scheme, as curl chooses it: `HTTPS_PROXY` (else
+/// `https_proxy`) for `https://`, `HTTP_PROXY` (else `http_proxy`) for
+/// `http://`, else `ALL_PROXY` (else `all_proxy`); kube reads only
+/// `HTTPS_PROXY`, for either scheme. One from the environment is dropped
+/// when `NO_PROXY` (else `no_proxy`) covers the API server's host. In a
+/// pod ([`Source::InCluster`]) the variables are not read.
 ///
 /// # Errors
-/// A message when the configuration keeps a proxy (this build has none,
-/// as kube's own client without its proxy features), naming where it came
-/// from, or when kube cannot build the TLS configuration or the
-/// authentication from it (an unreadable certificate, a failing `exec`
-/// plugin).
-pub fn client(mut config: kube::Config, kubeconfig_proxy: bool) -> Result<kube::Client, String> {
-    if let Some(proxy) = &config.proxy_url {
-        refuse_proxy(proxy, &config.cluster_url, kubeconfig_proxy, |name| {
+/// A message when a proxy applies (this build has none, as kube's own
+/// client without its proxy features), naming where it came from, or when
+/// kube cannot build the TLS configuration or the authentication from it
+/// (an unreadable certificate, a failing `exec` plugin).
+pub fn client(mut config: kube::Config, source: Source) -> Result<kube::Client, String> {
+    if let Source::Kubeconfig { proxy_url } = source {
+        let from_kubeconfig = config.proxy_url.as_ref().filter(|_| proxy_url);
+        refuse_proxy(from_kubeconfig, &config.cluster_url, |name| {
             std::env::var(name).ok()
         })?;
-        config.proxy_url = None;
     }
+    config.proxy_url = None;
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let https = config
@@ -103,42 +120,68 @@ pub fn client(mut config: kube::Config, kubeconfig_proxy: bool) -> Result<kube::
     Ok(kube::client::ClientBuilder::new(service, config.default_namespace).build())
 }
 
-/// `Ok` when `proxy`, configured for the API server `server`, may be
-/// skipped: it came from an environment variable (not the kubeconfig) and
-/// `NO_PROXY` (else `no_proxy`), read through `env`, covers the server's
-/// host.
+/// `Ok` when no proxy applies to the API server `server`: the kubeconfig
+/// sets none (`kubeconfig_proxy`), and the environment (read through
+/// `env`) sets none for the server's URL scheme ([`env_proxy`]) or
+/// `NO_PROXY` (else `no_proxy`) covers the server's host.
 ///
 /// # Errors
 /// A one-line message naming the proxy's source and what to change.
 fn refuse_proxy(
-    proxy: &http::Uri,
+    kubeconfig_proxy: Option<&http::Uri>,
     server: &http::Uri,
-    kubeconfig_proxy: bool,
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<(), String> {
     const DIRECT: &str = "this build connects to the API server directly";
-    if kubeconfig_proxy {
+    if let Some(proxy) = kubeconfig_proxy {
         return Err(format!(
             "the kubeconfig's cluster sets proxy-url ({proxy}); {DIRECT}: remove proxy-url from the kubeconfig"
         ));
     }
-    let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
-    let variable = if nonempty("HTTPS_PROXY").is_some() {
-        "HTTPS_PROXY"
-    } else {
-        "https_proxy"
+    let Some((variable, proxy)) = env_proxy(server, &env) else {
+        return Ok(());
     };
+    let nonempty = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let host = server.host().unwrap_or_default();
-    let port = server.port_u16().unwrap_or(443);
+    let http = server.scheme_str() == Some("http");
+    let port = server.port_u16().unwrap_or(if http { 80 } else { 443 });
     if nonempty("NO_PROXY")
         .or_else(|| nonempty("no_proxy"))
         .is_some_and(|list| no_proxy_covers(&list, host, port))
     {
         return Ok(());
     }
+    // As kube shows a proxy URL (`http://proxy:3128/`), when it is one.
+    let proxy = proxy
+        .trim()
+        .parse::<http::Uri>()
+        .map_or_else(|_| proxy.trim().to_string(), |u| u.to_string());
     Err(format!(
         "{variable} is set ({proxy}) and NO_PROXY does not cover the API server's host {host}; {DIRECT}: add {host} to NO_PROXY, or unset {variable} for the controller"
     ))
+}
+
+/// The proxy variable that applies to `server` and its value, as curl
+/// chooses it: the first non-empty of `HTTPS_PROXY`, `https_proxy` (an
+/// `https://` server) or `HTTP_PROXY`, `http_proxy` (an `http://` one),
+/// then `ALL_PROXY`, `all_proxy`.
+fn env_proxy(
+    server: &http::Uri,
+    env: &impl Fn(&str) -> Option<String>,
+) -> Option<(&'static str, String)> {
+    let scheme = if server.scheme_str() == Some("http") {
+        ["HTTP_PROXY", "http_proxy"]
+    } else {
+        ["HTTPS_PROXY", "https_proxy"]
+    };
+    scheme
+        .into_iter()
+        .chain(["ALL_PROXY", "all_proxy"])
+        .find_map(|name| {
+            env(name)
+                .filter(|v| !v.trim().is_empty())
+                .map(|v| (name, v))
+        })
 }
 
 /// Whether the `NO_PROXY` list `list` (comma-separated) covers `host` at
@@ -197,7 +240,7 @@ mod tests {
     fn a_proxy_is_refused_with_its_source_and_what_to_change() {
         let mut config = kube::Config::new("https://127.0.0.1:6443".parse().unwrap());
         config.proxy_url = Some("http://proxy.example:3128".parse().unwrap());
-        let Err(e) = client(config, true) else {
+        let Err(e) = client(config, Source::Kubeconfig { proxy_url: true }) else {
             panic!("a client was built for a kubeconfig with a proxy");
         };
         assert_eq!(
@@ -205,32 +248,26 @@ mod tests {
             "the kubeconfig's cluster sets proxy-url (http://proxy.example:3128/); this build connects to the API server directly: remove proxy-url from the kubeconfig"
         );
 
-        let proxy: http::Uri = "http://proxy.example:3128".parse().unwrap();
         let server: http::Uri = "https://api.k8s.example:6443".parse().unwrap();
-        let env = |vars: &'static [(&'static str, &'static str)]| {
-            move |name: &str| {
-                vars.iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| (*v).to_string())
-            }
-        };
         assert_eq!(
-            refuse_proxy(&proxy, &server, false, env(&[("https_proxy", "x")])),
+            refuse_proxy(
+                None,
+                &server,
+                env(&[("https_proxy", "http://proxy.example:3128")])
+            ),
             Err("https_proxy is set (http://proxy.example:3128/) and NO_PROXY does not cover the API server's host api.k8s.example; this build connects to the API server directly: add api.k8s.example to NO_PROXY, or unset https_proxy for the controller".to_string())
         );
         let e = refuse_proxy(
-            &proxy,
+            None,
             &server,
-            false,
             env(&[("HTTPS_PROXY", "x"), ("NO_PROXY", "other.example")]),
         )
         .unwrap_err();
-        assert!(e.starts_with("HTTPS_PROXY is set"), "{e}");
+        assert!(e.starts_with("HTTPS_PROXY is set (x)"), "{e}");
         assert_eq!(
             refuse_proxy(
-                &proxy,
+                None,
                 &server,
-                false,
                 env(&[("HTTPS_PROXY", "x"), ("NO_PROXY", "localhost,.k8s.example")])
             ),
             Ok(())
@@ -238,10 +275,83 @@ mod tests {
         // no_proxy is read when NO_PROXY is unset; the kubeconfig's
         // proxy-url is never skipped.
         assert_eq!(
-            refuse_proxy(&proxy, &server, false, env(&[("no_proxy", "*")])),
+            refuse_proxy(
+                None,
+                &server,
+                env(&[("https_proxy", "x"), ("no_proxy", "*")])
+            ),
             Ok(())
         );
-        assert!(refuse_proxy(&proxy, &server, true, env(&[("NO_PROXY", "*")])).is_err());
+        let proxy: http::Uri = "http://proxy.example:3128".parse().unwrap();
+        assert!(refuse_proxy(Some(&proxy), &server, env(&[("NO_PROXY", "*")])).is_err());
+        assert_eq!(refuse_proxy(None, &server, env(&[])), Ok(()));
+    }
+
+    /// A variable list for [`refuse_proxy`]'s `env`.
+    fn env(vars: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v).to_string())
+        }
+    }
+
+    #[test]
+    fn all_proxy_applies_when_no_proxy_of_the_scheme_is_set() {
+        let https: http::Uri = "https://api.example:6443".parse().unwrap();
+        let e = refuse_proxy(
+            None,
+            &https,
+            env(&[("ALL_PROXY", "socks5://s.example:1080")]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "ALL_PROXY is set (socks5://s.example:1080/) and NO_PROXY does not cover the API server's host api.example; this build connects to the API server directly: add api.example to NO_PROXY, or unset ALL_PROXY for the controller"
+        );
+        let e = refuse_proxy(None, &https, env(&[("all_proxy", "http://p:3128")])).unwrap_err();
+        assert!(e.starts_with("all_proxy is set"), "{e}");
+        // The scheme's own variable wins; NO_PROXY covers ALL_PROXY too.
+        let e = refuse_proxy(
+            None,
+            &https,
+            env(&[("ALL_PROXY", "http://a:1"), ("HTTPS_PROXY", "http://h:1")]),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("HTTPS_PROXY is set"), "{e}");
+        assert_eq!(
+            refuse_proxy(
+                None,
+                &https,
+                env(&[("ALL_PROXY", "http://a:1"), ("NO_PROXY", "api.example")])
+            ),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn an_http_server_takes_http_proxy_not_https_proxy() {
+        let http: http::Uri = "http://api.example:8080".parse().unwrap();
+        assert_eq!(
+            refuse_proxy(None, &http, env(&[("HTTPS_PROXY", "http://h:1")])),
+            Ok(())
+        );
+        let e = refuse_proxy(None, &http, env(&[("HTTP_PROXY", "http://h:1")])).unwrap_err();
+        assert!(e.starts_with("HTTP_PROXY is set (http://h:1/)"), "{e}");
+        let e = refuse_proxy(None, &http, env(&[("http_proxy", "http://h:1")])).unwrap_err();
+        assert!(e.starts_with("http_proxy is set"), "{e}");
+        let e = refuse_proxy(None, &http, env(&[("ALL_PROXY", "http://a:1")])).unwrap_err();
+        assert!(e.starts_with("ALL_PROXY is set"), "{e}");
+        // NO_PROXY's ports: an http:// server without one is at port 80.
+        let bare: http::Uri = "http://api.example".parse().unwrap();
+        let proxied = env(&[("HTTP_PROXY", "http://h:1"), ("NO_PROXY", "api.example:80")]);
+        assert_eq!(refuse_proxy(None, &bare, proxied), Ok(()));
+        let https: http::Uri = "https://api.example".parse().unwrap();
+        let proxied = env(&[
+            ("HTTPS_PROXY", "http://h:1"),
+            ("NO_PROXY", "api.example:80"),
+        ]);
+        assert!(refuse_proxy(None, &https, proxied).is_err());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Where the Kubernetes client comes from: `--kubeconfig`, the files
 //! `KUBECONFIG` names (missing ones skipped, as kubectl does), kube's
 //! inference (`~/.kube/config`, the in-cluster service account), and what
-//! the manager says when none of them gives a usable configuration or the
-//! API server's certificate is refused.
+//! the manager says when none of them gives a usable configuration (or the
+//! one read selects no context), when the API server's certificate is
+//! refused, or when the server answers without TLS.
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
@@ -14,12 +15,13 @@ use super::{ManagerError, kube_http};
 /// the API server's URL (for logs).
 ///
 /// # Errors
-/// [`ManagerError::Kubeconfig`] when no usable configuration is found.
+/// [`ManagerError::Kubeconfig`] when no usable configuration is found,
+/// when the kubeconfig read sets no `current-context`, or when a proxy
+/// applies ([`kube_http::client`]).
 pub async fn kube_client(
     kubeconfig: Option<&std::path::Path>,
 ) -> Result<(kube::Client, String), ManagerError> {
-    let kubeconfig_proxy;
-    let config = match kubeconfig {
+    let (config, source) = match kubeconfig {
         Some(path) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| {
                 // kube's own text repeats the path, quoted twice.
@@ -31,10 +33,19 @@ pub async fn kube_client(
                 };
                 ManagerError::Kubeconfig(format!("{}: {detail}", path.display()))
             })?;
-            kubeconfig_proxy = sets_proxy_url(&kc);
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            let use_context = format!("kubectl --kubeconfig {} config use-context", path.display());
+            if let Some(problem) =
+                no_current_context(&kc, &path.display().to_string(), &use_context)
+            {
+                return Err(ManagerError::Kubeconfig(problem));
+            }
+            let source = kube_http::Source::Kubeconfig {
+                proxy_url: sets_proxy_url(&kc),
+            };
+            let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?
+                .map_err(|e| ManagerError::Kubeconfig(format!("{}: {e}", path.display())))?;
+            (config, source)
         }
         None => {
             // kube's inference refuses a `KUBECONFIG` list with a missing
@@ -48,16 +59,23 @@ pub async fn kube_client(
             };
             if files.is_empty() {
                 // `~/.kube/config`, else in-cluster (without proxy).
-                if let Some(problem) = no_kubeconfig(
-                    std::env::var_os("HOME").map(std::path::PathBuf::from),
-                    std::env::var_os("KUBERNETES_SERVICE_HOST").is_some(),
-                ) {
+                let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+                let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+                if let Some(problem) = no_kubeconfig(home.clone(), in_cluster) {
                     return Err(ManagerError::Kubeconfig(problem));
                 }
-                kubeconfig_proxy = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
-                kube::Config::infer()
-                    .await
-                    .map_err(|e| ManagerError::Kubeconfig(e.to_string()))?
+                if let Some(path) = home.map(|h| h.join(".kube").join("config"))
+                    && !in_cluster
+                    && let Ok(kc) = Kubeconfig::read_from(&path)
+                    && let Some(problem) = no_current_context(
+                        &kc,
+                        &path.display().to_string(),
+                        "kubectl config use-context",
+                    )
+                {
+                    return Err(ManagerError::Kubeconfig(problem));
+                }
+                inferred().await.map_err(ManagerError::Kubeconfig)?
             } else {
                 let kc = files
                     .iter()
@@ -65,40 +83,113 @@ pub async fn kube_client(
                         Kubeconfig::read_from(p).and_then(|c| merged.merge(c))
                     })
                     .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
-                kubeconfig_proxy = sets_proxy_url(&kc);
+                let named: Vec<_> = files.iter().map(|p| p.display().to_string()).collect();
+                if let Some(problem) = no_current_context(
+                    &kc,
+                    &format!("KUBECONFIG ({})", named.join(", ")),
+                    "kubectl config use-context",
+                ) {
+                    return Err(ManagerError::Kubeconfig(problem));
+                }
+                let source = kube_http::Source::Kubeconfig {
+                    proxy_url: sets_proxy_url(&kc),
+                };
                 let mut config =
                     kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
                         .await
                         .map_err(|e| ManagerError::Kubeconfig(format!("KUBECONFIG: {e}")))?;
                 // As kube's inference does.
                 config.apply_debug_overrides();
-                config
+                (config, source)
             }
         }
     };
     let server = config.cluster_url.to_string();
-    let client = kube_http::client(config, kubeconfig_proxy).map_err(ManagerError::Kubeconfig)?;
+    let client = kube_http::client(config, source).map_err(ManagerError::Kubeconfig)?;
     Ok((client, server))
 }
 
+/// kube's inference (`kube::Config::infer`: the kubeconfig, else the
+/// pod's service account), saying which one it took: the proxy variables
+/// apply to a kubeconfig only ([`kube_http::client`]).
+///
+/// # Errors
+/// As kube's inference, when neither gives a configuration.
+async fn inferred() -> Result<(kube::Config, kube_http::Source), String> {
+    let (mut config, source) = match kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+        .await
+    {
+        Ok(config) => {
+            let proxy_url = Kubeconfig::read().is_ok_and(|kc| sets_proxy_url(&kc));
+            (config, kube_http::Source::Kubeconfig { proxy_url })
+        }
+        Err(kubeconfig) => match kube::Config::incluster() {
+            Ok(config) => (config, kube_http::Source::InCluster),
+            Err(in_cluster) => {
+                // kube's `InferConfigError`, which it builds privately.
+                return Err(format!(
+                    "failed to infer config: in-cluster: ({in_cluster}), kubeconfig: ({kubeconfig})"
+                ));
+            }
+        },
+    };
+    config.apply_debug_overrides();
+    Ok((config, source))
+}
+
+/// What to do when `kc` (read from `file`) selects no context: its
+/// `current-context` is missing or empty (kube's own text, "failed to
+/// determine current context", names neither the file nor the fix).
+/// `use_context` is the kubectl command that sets it, without the name.
+fn no_current_context(kc: &Kubeconfig, file: &str, use_context: &str) -> Option<String> {
+    if kc
+        .current_context
+        .as_deref()
+        .is_some_and(|c| !c.trim().is_empty())
+    {
+        return None;
+    }
+    let names: Vec<_> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    Some(if names.is_empty() {
+        format!(
+            "{file}: no current-context is set, and there is no context to choose; give --kubeconfig a kubeconfig with a cluster, a user, a context and current-context"
+        )
+    } else {
+        format!(
+            "{file}: no current-context is set; choose one of its contexts ({}) with `{use_context} <name>`, or give --kubeconfig a kubeconfig that sets one",
+            names.join(", ")
+        )
+    })
+}
+
 /// An error of a request to the API server with its causes
-/// ([`crate::error::with_causes`]) and, when the server's certificate was
-/// refused, what that means in the kubeconfig's terms (rustls names the
-/// problem in Rust's debug form, e.g. `UnknownIssuer`).
+/// ([`crate::error::with_causes`]) and, when the TLS handshake failed,
+/// what that means in the kubeconfig's terms: the server's certificate was
+/// refused (rustls names the problem in Rust's debug form, e.g.
+/// `UnknownIssuer`), or the server answered without TLS (rustls: "received
+/// corrupt message of type InvalidContentType").
 pub fn api_error_text(e: &kube::Error) -> String {
     use rustls::CertificateError as C;
     let text = crate::error::with_causes(e);
-    let hint = match crate::error::certificate_error(e) {
-        None => return text,
-        Some(C::NotValidForName | C::NotValidForNameContext { .. }) => {
-            "the server's certificate does not name the host of the kubeconfig's server URL"
+    let hint = match crate::error::tls_error(e) {
+        Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+            "the server answered without TLS: check the scheme and port of the kubeconfig's server URL (https:// to a port that serves plain HTTP?)"
         }
-        Some(
-            C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
-        ) => "the server's certificate is expired or not yet valid (check the clocks)",
-        Some(_) => {
-            "the server's certificate is not trusted by the kubeconfig's certificate-authority(-data)"
-        }
+        Some(rustls::Error::InvalidCertificate(problem)) => match problem {
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "the server's certificate does not name the host of the kubeconfig's server URL"
+            }
+            C::Expired
+            | C::ExpiredContext { .. }
+            | C::NotValidYet
+            | C::NotValidYetContext { .. } => {
+                "the server's certificate is expired or not yet valid (check the clocks)"
+            }
+            _ => {
+                "the server's certificate is not trusted by the kubeconfig's certificate-authority(-data)"
+            }
+        },
+        _ => return text,
     };
     format!("{text} ({hint})")
 }
@@ -186,6 +277,23 @@ mod tests {
             "{e}"
         );
         assert_eq!(e.matches("capmox-kubeconfig").count(), 1, "{e}");
+    }
+
+    #[test]
+    fn no_current_context_names_the_file_and_the_contexts() {
+        let mut kc = Kubeconfig::default();
+        let use_context = "kubectl config use-context";
+        assert_eq!(
+            no_current_context(&kc, "/kc", use_context),
+            Some("/kc: no current-context is set, and there is no context to choose; give --kubeconfig a kubeconfig with a cluster, a user, a context and current-context".to_string())
+        );
+        kc = Kubeconfig::from_yaml("contexts:\n- name: dev\n- name: prod\n").unwrap();
+        let expected = Some("/kc: no current-context is set; choose one of its contexts (dev, prod) with `kubectl config use-context <name>`, or give --kubeconfig a kubeconfig that sets one".to_string());
+        assert_eq!(no_current_context(&kc, "/kc", use_context), expected);
+        kc.current_context = Some(String::new());
+        assert_eq!(no_current_context(&kc, "/kc", use_context), expected);
+        kc.current_context = Some("dev".to_string());
+        assert_eq!(no_current_context(&kc, "/kc", use_context), None);
     }
 
     #[test]

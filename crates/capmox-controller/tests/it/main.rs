@@ -37,6 +37,7 @@ mod machine_stale_reads;
 mod machine_stale_writes;
 mod machine_takeover;
 mod machine_template_status;
+mod manager_kubeconfig;
 mod manager_leader;
 mod manager_run;
 mod manager_startup;

@@ -68,7 +68,7 @@ pub(crate) fn unreachable_kubeconfig(dir: &std::path::Path) -> std::path::PathBu
 }
 
 /// Writes `dir/kubeconfig`, naming an API server at `127.0.0.1:port`.
-fn kubeconfig_for_port(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
+pub(crate) fn kubeconfig_for_port(dir: &std::path::Path, port: u16) -> std::path::PathBuf {
     let kubeconfig = dir.join("kubeconfig");
     std::fs::write(
         &kubeconfig,

@@ -11,7 +11,7 @@ use crate::manager_run::unreachable_kubeconfig;
 use crate::support::webhook::{serving_pair, write_pair};
 
 /// The controller binary on loopback ports (free ones), without webhooks.
-fn loopback_controller() -> std::process::Command {
+pub(crate) fn loopback_controller() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"));
     c.args([
         "--metrics-addr=127.0.0.1:0",
@@ -99,9 +99,71 @@ fn bad_values_from_flags_and_variables_are_usage_errors() {
     let e = run(&["--watch-filter", "a b,c"], &[]);
     assert!(e.contains("\"a b,c\" is not a label value"), "{e}");
     let e = run(&["--default-credentials-secret", "a/b/c"], &[]);
-    assert!(e.contains("\"b/c\" is not a Secret name"), "{e}");
+    assert!(
+        e.contains("\"a/b/c\" has 3 parts separated by '/'; give name or namespace/name"),
+        "{e}"
+    );
     let e = run(&["--probe-period", "2days"], &[]);
     assert!(e.contains("must be at most 1 day;"), "{e}");
+    // An empty namespace once meant "all namespaces"; leaving it out does.
+    let e = run(&[], &[("CAPMOX_NAMESPACE", "")]);
+    assert!(
+        e.contains("'--namespace <NAMESPACE> (or CAPMOX_NAMESPACE)': empty; give a namespace name, or leave out --namespace (and unset CAPMOX_NAMESPACE) to watch all namespaces"),
+        "{e}"
+    );
+    let e = run(&[], &[("POD_NAMESPACE", "")]);
+    assert!(
+        e.contains("(or POD_NAMESPACE)': empty; give a namespace name, or leave out --leader-election-namespace"),
+        "{e}"
+    );
+    // A negative duration in words, not humantime's "expected number at 0".
+    for (args, env) in [
+        (&["--probe-period=-5s"][..], &[][..]),
+        (&[][..], &[("CAPMOX_PROBE_PERIOD", "-5s")][..]),
+    ] {
+        let e = run(args, env);
+        assert!(
+            e.contains("'--probe-period <PROBE_PERIOD> (or CAPMOX_PROBE_PERIOD)': must be greater than 0; give a duration such as 60s, 500ms, 2m or 1h30m"),
+            "{e}"
+        );
+    }
+    // A boolean variable takes the usual words, and says which when not.
+    let e = run(&[], &[("CAPMOX_LEADER_ELECT", "maybe")]);
+    assert!(
+        e.contains("'--leader-elect (or CAPMOX_LEADER_ELECT)': \"maybe\" is not true or false; give true or false (also 1 or 0, yes or no, on or off)"),
+        "{e}"
+    );
+}
+
+/// A boolean flag's variable takes 1/0, yes/no, on/off as well as
+/// true/false (clap's own parser took only true and false: it refused
+/// `CAPMOX_DISABLE_WEBHOOKS=1`).
+#[test]
+fn boolean_variables_take_1_yes_and_on() {
+    let dir = std::env::temp_dir().join(format!("capmox-boolish-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = unreachable_kubeconfig(&dir);
+    let command = |disable_webhooks: &str, leader_elect: &str| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_capmox-controller"));
+        c.args([
+            &format!("--kubeconfig={}", kubeconfig.display()),
+            "--metrics-addr=127.0.0.1:0",
+            "--health-addr=127.0.0.1:0",
+            "--webhook-addr=127.0.0.1:0",
+            &format!("--webhook-cert-dir={}", dir.join("no-certs").display()),
+        ])
+        .env("CAPMOX_DISABLE_WEBHOOKS", disable_webhooks)
+        .env("CAPMOX_LEADER_ELECT", leader_elect);
+        c
+    };
+    // No serving certificate: it starts only with the webhooks disabled.
+    let started = starts(command("1", "on"));
+    let out = command("0", "off").output().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    started.unwrap_or_else(|lines| panic!("the manager did not start: {lines}"));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{e}");
+    assert!(e.contains("webhook server: cannot read "), "{e}");
 }
 
 /// The start-up lines say what the manager does in words: no Rust debug
@@ -275,7 +337,7 @@ fn a_proxy_from_the_environment_is_skipped_for_no_proxy_hosts() {
 ///
 /// # Errors
 /// The lines it wrote, when it ended or went quiet without that line.
-fn starts(mut command: std::process::Command) -> Result<(), String> {
+pub(crate) fn starts(mut command: std::process::Command) -> Result<(), String> {
     use std::io::BufRead;
     let mut child = command
         .stdout(std::process::Stdio::null())

@@ -65,6 +65,19 @@ fn an_interrupted_demo_exits_130_after_stopping_everything() {
         )),
         "{last}"
     );
+    // The first lines name it too: the log in the working directory,
+    // named beside it, is removed with that directory.
+    let first = lines
+        .iter()
+        .find(|l| l.starts_with("controller log:"))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert!(
+        first.ends_with(&format!(
+            "capmox-controller.log while the demo runs; kept in {} when it ends",
+            kept.display()
+        )),
+        "{first}"
+    );
     assert!(kept.is_file(), "{}", kept.display());
     std::fs::remove_file(&kept).unwrap();
 }

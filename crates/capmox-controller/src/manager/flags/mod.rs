@@ -23,7 +23,8 @@ pub struct Flags {
     pub kubeconfig: Option<PathBuf>,
 
     /// Watch only this namespace (default: all namespaces); a DNS-1123
-    /// label (lowercase letters, digits, `-`).
+    /// label (lowercase letters, digits, `-`). Leave it out (not empty) to
+    /// watch all namespaces.
     #[arg(long, env = "CAPMOX_NAMESPACE", value_parser = parse_namespace)]
     pub namespace: Option<String>,
 
@@ -74,15 +75,17 @@ pub struct Flags {
     /// Do not serve webhooks (e.g. running outside the cluster without a
     /// certificate). Where the webhook configurations are installed, the API
     /// server then refuses writes of our kinds (`failurePolicy: Fail`).
-    #[arg(long, env = "CAPMOX_DISABLE_WEBHOOKS")]
+    /// The variable takes true/false, 1/0, yes/no or on/off.
+    #[arg(long, env = "CAPMOX_DISABLE_WEBHOOKS", action = clap::ArgAction::SetTrue, value_parser = parse_boolish)]
     pub disable_webhooks: bool,
 
-    /// Elect a leader through a `coordination.k8s.io/v1` Lease before reconciling.
-    #[arg(long, env = "CAPMOX_LEADER_ELECT")]
+    /// Elect a leader through a `coordination.k8s.io/v1` Lease before
+    /// reconciling. The variable takes true/false, 1/0, yes/no or on/off.
+    #[arg(long, env = "CAPMOX_LEADER_ELECT", action = clap::ArgAction::SetTrue, value_parser = parse_boolish)]
     pub leader_elect: bool,
 
     /// Namespace of the leader Lease (default: `POD_NAMESPACE`, else `default`).
-    #[arg(long, env = "POD_NAMESPACE", value_parser = parse_namespace)]
+    #[arg(long, env = "POD_NAMESPACE", value_parser = parse_lease_namespace)]
     pub leader_election_namespace: Option<String>,
 
     /// Name of the leader Lease.

@@ -93,7 +93,7 @@ fn names_and_label_values_are_checked() {
         (
             "--default-credentials-secret",
             "a/b/c",
-            "\"b/c\" is not a Secret name; give name or namespace/name",
+            "\"a/b/c\" has 3 parts separated by '/'; give name or namespace/name",
         ),
         (
             "--default-credentials-secret",
@@ -121,11 +121,86 @@ fn names_and_label_values_are_checked() {
         f.default_credentials(),
         Some(("capmox-system".to_string(), "pve.creds".to_string()))
     );
-    // Empty (an empty environment variable) is "not set".
-    let f =
-        Flags::try_parse_from(["capmox-controller", "--namespace=", "--watch-filter="]).unwrap();
+    // An empty watch filter (an empty environment variable) is "not set".
+    let f = Flags::try_parse_from(["capmox-controller", "--watch-filter="]).unwrap();
     assert_eq!(f.controller_options().namespace, None);
     assert_eq!(f.controller_options().watch_filter, None);
+}
+
+#[test]
+fn an_empty_namespace_is_refused_with_how_to_watch_all() {
+    assert_refused(&[
+        (
+            "--namespace",
+            "",
+            "empty; give a namespace name, or leave out --namespace (and unset CAPMOX_NAMESPACE) to watch all namespaces",
+        ),
+        ("--namespace", " ", "empty; give a namespace name"),
+        (
+            "--leader-election-namespace",
+            "",
+            "empty; give a namespace name, or leave out --leader-election-namespace (and unset POD_NAMESPACE) to use the namespace default",
+        ),
+    ]);
+}
+
+#[test]
+fn negative_and_garbled_durations_are_refused_in_words() {
+    const FORM: &str = "give a duration such as 60s, 500ms, 2m or 1h30m";
+    for (value, says) in [
+        ("-5s", "must be greater than 0;"),
+        (" -1m", "must be greater than 0;"),
+        ("", "empty;"),
+        ("5 fortnights", "\"fortnights\" is not a unit of time;"),
+        ("10", "\"10\" has no unit;"),
+        ("s", "\"s\" is not a duration;"),
+        ("1,5s", "\"1,5s\" is not a duration;"),
+        ("99999999999999999999s", "must be at most 1 day;"),
+    ] {
+        let e = parse_duration_up_to::<DAY>(value).unwrap_err();
+        assert!(e.starts_with(says), "{value:?}: {e}");
+        assert!(e.ends_with(FORM), "{value:?}: {e}");
+        assert!(
+            !e.contains("expected number at") && !e.contains("character at"),
+            "humantime's offset: {value:?}: {e}"
+        );
+    }
+    for arg in ["--probe-period=-5s", "--pve-timeout=-1s"] {
+        let e = Flags::try_parse_from(["capmox-controller", arg])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("must be greater than 0; give a duration such as 60s, 500ms, 2m or 1h30m"),
+            "{arg}: {e}"
+        );
+    }
+    let f = Flags::try_parse_from(["capmox-controller", "--probe-period=1h30m"]).unwrap();
+    assert_eq!(f.probe_period, Duration::from_secs(5400));
+}
+
+#[test]
+fn boolean_variables_take_the_usual_words() {
+    for yes in ["true", "1", "yes", "on", "TRUE", "Yes", " on "] {
+        assert_eq!(parse_boolish(yes), Ok(true), "{yes}");
+    }
+    for no in ["false", "0", "no", "off", "False", "OFF"] {
+        assert_eq!(parse_boolish(no), Ok(false), "{no}");
+    }
+    for bad in ["", "maybe", "2", "enabled"] {
+        let e = parse_boolish(bad).unwrap_err();
+        assert!(
+            e.ends_with(
+                "is not true or false; give true or false (also 1 or 0, yes or no, on or off)"
+            ),
+            "{bad:?}: {e}"
+        );
+    }
+    // On the command line the boolean flags take no value, as before (their
+    // variables: tests/it/manager_startup.rs).
+    let f = Flags::try_parse_from(["capmox-controller", "--leader-elect", "--disable-webhooks"])
+        .unwrap();
+    assert!(f.leader_elect && f.disable_webhooks);
+    assert!(Flags::try_parse_from(["capmox-controller", "--disable-webhooks=1"]).is_err());
 }
 
 #[test]

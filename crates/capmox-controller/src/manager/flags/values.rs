@@ -19,22 +19,37 @@ pub const HOUR: u64 = 3600;
 pub const DAY: u64 = 24 * HOUR;
 
 /// Parses a duration flag (`--pve-timeout`, `--probe-period`, …): a
-/// positive duration in humantime's form (`60s`, `500ms`, `2m`, `1h 30m`)
-/// of at most `MAX_SECS` seconds.
+/// positive duration in humantime's form (`60s`, `500ms`, `2m`, `1h30m`,
+/// `1h 30m`) of at most `MAX_SECS` seconds.
 ///
 /// # Errors
-/// A message for clap: the parser's complaint with the expected form,
-/// "must be greater than 0" (a zero timeout or period would fail or spin
-/// every call) or "must be at most …" (a period of years is a typo, and
-/// humantime accepts durations that overflow a deadline).
+/// A message for clap, in words rather than humantime's (`expected number
+/// at 0` for `-5s`), with the expected form: "empty", "must be greater
+/// than 0" (a negative duration; a zero timeout or period would fail or
+/// spin every call), "must be at most …" (a period of years is a typo,
+/// and humantime accepts durations that overflow a deadline), a missing
+/// or unknown unit, or not a duration at all.
 pub fn parse_duration_up_to<const MAX_SECS: u64>(s: &str) -> Result<Duration, String> {
-    const FORM: &str = "give a duration such as 60s, 500ms or 2m";
+    const FORM: &str = "give a duration such as 60s, 500ms, 2m or 1h30m";
+    let v = s.trim();
     let max = Duration::from_secs(MAX_SECS);
-    match humantime::parse_duration(s.trim()) {
+    let too_long = || format!("must be at most {}; {FORM}", in_words(MAX_SECS));
+    if v.starts_with('-') {
+        return Err(format!("must be greater than 0; {FORM}"));
+    }
+    match humantime::parse_duration(v) {
         Ok(d) if d.is_zero() => Err(format!("must be greater than 0; {FORM}")),
-        Ok(d) if d > max => Err(format!("must be at most {}; {FORM}", in_words(MAX_SECS))),
+        Ok(d) if d > max => Err(too_long()),
         Ok(d) => Ok(d),
-        Err(e) => Err(format!("{e}; {FORM}")),
+        Err(humantime::DurationError::Empty) => Err(format!("empty; {FORM}")),
+        Err(humantime::DurationError::NumberOverflow) => Err(too_long()),
+        Err(humantime::DurationError::UnknownUnit { unit, .. }) if unit.is_empty() => {
+            Err(format!("{v:?} has no unit; {FORM}"))
+        }
+        Err(humantime::DurationError::UnknownUnit { unit, .. }) => {
+            Err(format!("{unit:?} is not a unit of time; {FORM}"))
+        }
+        Err(_) => Err(format!("{v:?} is not a duration; {FORM}")),
     }
 }
 
@@ -66,13 +81,37 @@ fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-/// Parses `--namespace` and `--leader-election-namespace`: a DNS-1123 label,
-/// or empty (not set).
+/// Parses `--namespace`: a DNS-1123 label.
 ///
 /// # Errors
-/// A message for clap saying what a namespace name is.
+/// A message for clap saying what a namespace name is, or, for an empty
+/// value (which once meant every namespace, unnoticed when a variable was
+/// set empty by mistake), to leave the flag out to watch every namespace.
 pub fn parse_namespace(s: &str) -> Result<String, String> {
-    if s.is_empty() || is_dns_label(s) {
+    namespace_name(
+        s,
+        "leave out --namespace (and unset CAPMOX_NAMESPACE) to watch all namespaces",
+    )
+}
+
+/// Parses `--leader-election-namespace`: a DNS-1123 label.
+///
+/// # Errors
+/// As [`parse_namespace`]; an empty value is refused saying that leaving
+/// the flag out takes `POD_NAMESPACE`, else `default`.
+pub fn parse_lease_namespace(s: &str) -> Result<String, String> {
+    namespace_name(
+        s,
+        "leave out --leader-election-namespace (and unset POD_NAMESPACE) to use the namespace default",
+    )
+}
+
+/// `s` when it is a namespace name (a DNS-1123 label); `if_empty` is what
+/// to do instead of giving an empty value.
+fn namespace_name(s: &str, if_empty: &str) -> Result<String, String> {
+    if s.trim().is_empty() {
+        Err(format!("empty; give a namespace name, or {if_empty}"))
+    } else if is_dns_label(s) {
         Ok(s.to_string())
     } else {
         Err(format!(
@@ -143,13 +182,18 @@ pub fn parse_label_value(s: &str) -> Result<String, String> {
 /// (not set).
 ///
 /// # Errors
-/// A message for clap saying which part is wrong and the expected form.
+/// A message for clap saying which part is wrong, or how many parts there
+/// are when there are more than two, and the expected form.
 pub fn parse_secret_ref(s: &str) -> Result<String, String> {
     const FORM: &str =
         "give name or namespace/name, in lowercase letters, digits, '-' (and '.' in the name)";
     let v = s.trim();
     if v.is_empty() {
         return Ok(String::new());
+    }
+    let parts = v.split('/').count();
+    if parts > 2 {
+        return Err(format!("{v:?} has {parts} parts separated by '/'; {FORM}"));
     }
     let (ns, name) = match v.split_once('/') {
         Some((ns, name)) => (Some(ns), name),
@@ -233,5 +277,23 @@ pub fn parse_time_scale(s: &str) -> Result<f64, String> {
         Ok(v) if v > 0.0 && v <= MAX_TIME_SCALE => Ok(v),
         Ok(_) => Err(format!("out of range; {hint}")),
         Err(_) => Err(format!("not a number; {hint}")),
+    }
+}
+
+/// Parses a boolean flag's environment variable (`CAPMOX_DISABLE_WEBHOOKS`,
+/// `CAPMOX_LEADER_ELECT`; on the command line the flag takes no value):
+/// `true`/`false`, `1`/`0`, `yes`/`no`, `on`/`off` (also `y`/`n`,
+/// `t`/`f`), in any case. clap's own parser of a `bool` flag takes only
+/// `true` and `false`, and refused `CAPMOX_DISABLE_WEBHOOKS=1`.
+///
+/// # Errors
+/// A message for clap with the values accepted.
+pub fn parse_boolish(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "y" | "t" => Ok(true),
+        "false" | "0" | "no" | "off" | "n" | "f" => Ok(false),
+        _ => Err(format!(
+            "{s:?} is not true or false; give true or false (also 1 or 0, yes or no, on or off)"
+        )),
     }
 }
