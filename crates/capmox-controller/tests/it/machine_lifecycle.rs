@@ -422,31 +422,6 @@ async fn a_starts_end_is_read_from_the_listing() {
     assert_task_ends_from_the_listing(&sim.calls());
 }
 
-/// A clone's end is read from the instance's listing (the new VM listed
-/// on its target node without its `lock: clone`), not from its node's task
-/// list: from the clone request to the next step (the ISO upload), no task
-/// is read.
-#[tokio::test]
-async fn a_clones_end_is_read_from_the_listing() {
-    let w = world().await;
-    w.cluster("wl1", multi(vec![instance("dc-a", 10)])).await;
-    w.machine("wl1", "wl1-md-0-clone", spec()).await;
-    let sim = w.pve("dc-a");
-    const CLONE: &str = "/nodes/{node}/qemu/{vmid}/clone";
-    const UPLOAD: &str = "/nodes/{node}/storage/{storage}/upload";
-    w.drive("wl1-md-0-clone", 200, |_| {
-        sim.calls().count("POST", CLONE) > 0
-    })
-    .await;
-    sim.reset_calls();
-    w.drive("wl1-md-0-clone", 200, |_| {
-        sim.calls().count("POST", UPLOAD) > 0
-    })
-    .await;
-    assert_eq!(sim.vm(100).unwrap().lock, None);
-    assert_task_ends_from_the_listing(&sim.calls());
-}
-
 /// A listing that still shows the VM stopped from before its start (power
 /// states there lag; docs/proxmox-semantics.md §9) does not end its
 /// shutdown: the shutdown's end is read from the node's task list, and the

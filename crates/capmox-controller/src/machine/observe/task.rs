@@ -5,12 +5,10 @@
 //!
 //! A task's end is read from its node's task list, one read shared by every
 //! task awaited on that node ([`crate::machine::runtime::node_tasks`]), or
-//! directly once it runs well past its expected end. A clone's, a
-//! destroy's, and a start's, shutdown's or stop's end is read from the
-//! instance's listing instead, which every machine of the instance shares
-//! (the new VM loses its `lock: clone` when the clone finishes, the VM
-//! leaves it when the destroy finishes; it shows the VM's new power
-//! state). While the requeue that
+//! directly once it runs well past its expected end. A destroy's end, and a
+//! start's, shutdown's or stop's, is read from the instance's listing
+//! instead, which every machine of the instance shares (the VM leaves it
+//! when the destroy finishes; it shows the VM's new power state). While the requeue that
 //! reads its end is not due yet (a watched object woke the machine early),
 //! the task is taken as running without asking Proxmox.
 
@@ -209,8 +207,6 @@ fn ended(run: &Run<'_>, inst: &Instance, upid: &Upid, op: Operation, fact: &Task
 /// - a destroy: the VM leaves `/cluster/resources` when its destroy task
 ///   finishes (docs/proxmox-semantics.md §10), so a listing fetched after
 ///   the destroy was issued that lacks the VMID proves the end;
-/// - a clone: the new VM listed on its target node without its
-///   `lock: clone` ([`clone_end`]);
 /// - a `qmstart`, `qmshutdown` or `qmstop` issued while the listing showed
 ///   the VM in the opposite state
 ///   ([`TaskMemo::listed_before`](crate::machine::runtime::memo::TaskMemo)):
@@ -233,19 +229,12 @@ async fn listing_end(
 ) -> Option<bool> {
     let t = memo.task.as_ref().filter(|t| t.upid == upid.as_str())?;
     let destroy = op == Operation::Destroy;
-    let clone = op == Operation::Clone;
     let goal = Operation::power_after(upid.worker_type());
     let before = t.listed_before;
-    if !destroy && !clone && (goal.is_none() || before.is_none()) {
+    if !destroy && (goal.is_none() || before.is_none()) {
         return None;
     }
-    // A clone's UPID names its source: only the VMID this process cloned
-    // to will do (none after a restart: the task list decides).
-    let vmid = if clone {
-        t.vmid?
-    } else {
-        t.vmid.or_else(|| upid.id().parse().ok())?
-    };
+    let vmid = t.vmid.or_else(|| upid.id().parse().ok())?;
     let listing = match run
         .rt()
         .resources
@@ -262,31 +251,10 @@ async fn listing_end(
     if destroy {
         return Some(vm.is_none());
     }
-    if clone {
-        return clone_end(vm?, run.status.proxmox_node.as_deref()?);
-    }
     match vm.and_then(|v| Power::from_run_state(v.run_state())) {
         Some(p) if Some(p) == goal => Some(true),
         Some(p) if Some(p) == before => Some(false),
         _ => None,
-    }
-}
-
-/// A clone's end from the new VM's entry in a listing fetched after the
-/// clone was issued. The new VM is listed with `lock: clone` from the
-/// request on; the clone task removes the lock when it wrote the finished
-/// config, and a failed clone removes the VM (or leaves it locked), so the
-/// VM listed on its target node without a lock proves the clone ended OK.
-/// The listing's `lock` and node are current (docs/proxmox-semantics.md
-/// §6, §9). `Some(false)` while it is listed locked by the clone; `None`
-/// for anything else (not listed, another lock, unlocked on another node:
-/// a clone to another node moves the config there last): the task list
-/// decides.
-fn clone_end(vm: &pve_client::api::cluster::ClusterResource, target: &str) -> Option<bool> {
-    match vm.lock {
-        Some(pve_client::VmLock::Clone) => Some(false),
-        Some(_) => None,
-        None => (vm.node.as_ref().map(|n| n.as_str()) == Some(target)).then_some(true),
     }
 }
 
