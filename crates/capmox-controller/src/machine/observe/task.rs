@@ -238,11 +238,7 @@ async fn listing_end(
     let listing = match run
         .rt()
         .resources
-        .get(
-            &inst.identity,
-            inst.api.as_ref(),
-            Some(listing_not_before(t, destroy, Instant::now())),
-        )
+        .get(&inst.identity, inst.api.as_ref(), Some(t.since))
         .await
     {
         Ok(listing) => listing,
@@ -259,22 +255,6 @@ async fn listing_end(
         Some(p) if Some(p) == goal => Some(true),
         Some(p) if Some(p) == before => Some(false),
         _ => None,
-    }
-}
-
-/// The oldest listing that may answer for task `t` at `now`: one read
-/// after the request, and for a destroy one read once its poll was due. A
-/// listing from before the poll answers for an earlier moment (another
-/// machine's read, kept for the cache's TTL) and may still list the VM,
-/// which costs a late poll; which VMs are listed is current
-/// (docs/proxmox-semantics.md §9), so a listing read at the poll tells,
-/// and polls due at one grid line share it. Power states lag up to about
-/// 10 s whatever the listing's age: for a power change, a fresher listing
-/// would cost reads without telling more.
-fn listing_not_before(t: &TaskMemo, destroy: bool, now: Instant) -> Instant {
-    match t.poll_at {
-        Some(due) if destroy => due.min(now).max(t.since),
-        _ => t.since,
     }
 }
 
@@ -356,54 +336,5 @@ async fn result(
             };
             inst.api.wait_task(upid, once).await.map(Some)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn memo(since: Instant, poll_at: Option<Instant>) -> TaskMemo {
-        TaskMemo {
-            upid: "UPID:pve-a1:00001234:00000000:00000000:qmdestroy:100:root@pam:".into(),
-            op: Operation::Destroy,
-            vmid: Some(100),
-            since,
-            late_polls: 0,
-            seen_running: None,
-            poll_at,
-            template: None,
-            volume: None,
-            listed_before: None,
-        }
-    }
-
-    #[test]
-    fn a_destroy_is_answered_by_a_listing_read_once_its_poll_was_due() {
-        let since = Instant::now();
-        let due = since + Duration::from_secs(3);
-        let t = memo(since, Some(due));
-        // Polled at or after its due time: a listing read since then.
-        assert_eq!(listing_not_before(&t, true, due), due);
-        assert_eq!(
-            listing_not_before(&t, true, due + Duration::from_secs(1)),
-            due
-        );
-        // Polled a little early (within the poll floor): one read now.
-        let early = due - Duration::from_millis(50);
-        assert_eq!(listing_not_before(&t, true, early), early);
-        // No poll scheduled yet: any listing read after the request.
-        assert_eq!(listing_not_before(&memo(since, None), true, due), since);
-    }
-
-    #[test]
-    fn a_power_change_is_answered_by_any_listing_read_after_the_request() {
-        let since = Instant::now();
-        let due = since + Duration::from_secs(3);
-        let t = memo(since, Some(due));
-        assert_eq!(
-            listing_not_before(&t, false, due + Duration::from_secs(1)),
-            since
-        );
     }
 }
