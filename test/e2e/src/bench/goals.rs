@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use super::ScenarioResult;
 use super::clean_test;
-use super::report::{RunInfo, mark, mib};
+use super::report::{mark, mib};
 use super::run::Outcome;
+use super::run_info::RunInfo;
 
 /// Targets this project holds itself to (reported, never asserted).
 pub mod targets {

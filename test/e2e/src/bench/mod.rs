@@ -36,6 +36,7 @@ pub mod goals;
 pub mod measure;
 pub mod report;
 pub mod run;
+pub mod run_info;
 pub mod track;
 
 use std::time::{Duration, Instant};
