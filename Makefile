@@ -13,7 +13,7 @@ PY_USER_BIN := $(shell python3 -c 'import site,os; print(os.path.join(site.USER_
 export PATH := $(PATH)$(if $(PY_USER_BIN),:$(PY_USER_BIN))
 
 .PHONY: help demo test conformance fmt fmt-check clippy nextest generate verify-generate \
-        release release-manifests image e2e e2e-real soak bench tools clean
+        release release-manifests image e2e e2e-real soak bench time-clean-test tools clean
 
 help: ## list the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/; s/\$$\(VERSION\)/$(VERSION)/g; s/\$$\$$/$$/g'

@@ -19,20 +19,24 @@ if [ -n "$(git -C "$repo" status --porcelain --untracked-files=no)" ]; then
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/capmox-clean-test.XXXXXX")
 trap 'rm -rf "$work"' EXIT
+# The run's output goes beside the record only when the record is written:
+# an interrupted run leaves the last record and its log as they were.
+run_log=$work/make-test.log
 git clone -q --no-hardlinks "$repo" "$work/src"
 git -C "$work/src" checkout -q "$commit"
 mkdir -p "$(dirname "$record")"
-echo "time-clean-test: make test in a fresh clone of $commit ($work), output in $log" >&2
+echo "time-clean-test: make test in a fresh clone of $commit ($work), output in $run_log, then in $log" >&2
 start=$(date +%s)
 rc=0
 # The clone's own environment, as CI gives it: no target directory or
 # compiler wrapper of the caller's.
 env -u CARGO_TARGET_DIR -u RUSTC_WORKSPACE_WRAPPER -u CLIPPY_ARGS -u MAKEFLAGS -u MAKELEVEL \
-  CARGO_TARGET_DIR="$work/target" make -C "$work/src" test >"$log" 2>&1 || rc=$?
+  CARGO_TARGET_DIR="$work/target" make -C "$work/src" test >"$run_log" 2>&1 || rc=$?
 seconds=$(( $(date +%s) - start ))
-summary=$(sed -n 's/^ *Summary \[[^]]*\] *//p' "$log" | tail -n 1 | tr -d '"\\')
+summary=$(sed -n 's/^ *Summary \[[^]]*\] *//p' "$run_log" | tail -n 1 | tr -d '"\\')
 finished=$(date -u '+%Y-%m-%d %H:%M UTC')
 printf '{"commit":"%s","seconds":%d,"exit_code":%d,"finished":"%s","cores":%d,"summary":"%s"}\n' \
   "$commit" "$seconds" "$rc" "$finished" "$(nproc)" "$summary" >"$record"
+cp "$run_log" "$log"
 echo "time-clean-test: $commit: make test exited $rc after ${seconds} s${summary:+ ($summary)}; wrote $record" >&2
 exit "$rc"
