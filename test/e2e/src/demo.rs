@@ -168,9 +168,14 @@ pub fn run_blocking(opts: DemoOptions) -> Result<Ending> {
 pub enum Ending {
     /// The story ran to its end (with `--keep`: and Ctrl-C stopped it after).
     Done,
-    /// Ctrl-C stopped the story before its end (the binary exits with 130,
-    /// as a shell reports a process ended by SIGINT).
-    Interrupted,
+    /// A signal stopped the story before its end: Ctrl-C (SIGINT), SIGTERM
+    /// (`kill`, a service manager) or SIGHUP (the terminal closed). The
+    /// binary exits with 128 + the signal's number (130, 143, 129), as a
+    /// shell reports a process ended by it.
+    Interrupted {
+        /// The signal's number (2, 15 or 1).
+        signal: i32,
+    },
 }
 
 /// Runs the demo.
@@ -183,11 +188,18 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // (`tokio::signal::ctrl_c()` registers on its first poll) let a Ctrl-C
     // that came before it kill the demo outright, leaving its controller
     // running, or be swallowed, so that the demo ran to its end.
-    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-        .map_err(|source| crate::E2eError::Io {
-        path: std::path::PathBuf::from("<SIGINT handler>"),
-        source,
-    })?;
+    // SIGTERM and SIGHUP likewise: left to their default, they ended the
+    // demo at once and left its controller running and its directory behind.
+    let listen = |kind: tokio::signal::unix::SignalKind, name: &str| {
+        tokio::signal::unix::signal(kind).map_err(|source| crate::E2eError::Io {
+            path: std::path::PathBuf::from(format!("<{name} handler>")),
+            source,
+        })
+    };
+    use tokio::signal::unix::SignalKind;
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
+    let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
+    let mut hangup = listen(SignalKind::hangup(), "SIGHUP")?;
     let mut screen = Screen::new();
     let deadline = Instant::now() + opts.timeout;
     screen.say(&format!(
@@ -232,7 +244,9 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // environment shut down, its working directory removed, the log kept.
     let outcome = tokio::select! {
         r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| Ending::Done),
-        _ = interrupt.recv() => Ok(Ending::Interrupted),
+        _ = interrupt.recv() => Ok(Ending::Interrupted { signal: 2 }),
+        _ = terminate.recv() => Ok(Ending::Interrupted { signal: 15 }),
+        _ = hangup.recv() => Ok(Ending::Interrupted { signal: 1 }),
     };
     let finished = matches!(outcome, Ok(Ending::Done));
     if finished && opts.keep {
@@ -241,7 +255,11 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
             "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns} -o wide\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
             ns = env.namespace
         ));
-        let _ = interrupt.recv().await;
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+            _ = hangup.recv() => {}
+        }
     }
     // The working directory goes with the environment; the controller's
     // log stays for whoever wants to read what it did (a failed or
@@ -256,7 +274,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     };
     let how = match &outcome {
         Ok(Ending::Done) => "done",
-        Ok(Ending::Interrupted) => "interrupted",
+        Ok(Ending::Interrupted { .. }) => "interrupted",
         Err(_) => "failed",
     };
     let next = if finished && !opts.keep {

@@ -57,7 +57,9 @@ fn main() -> ExitCode {
     };
     match demo::run_blocking(opts) {
         Ok(demo::Ending::Done) => ExitCode::SUCCESS,
-        Ok(demo::Ending::Interrupted) => ExitCode::from(130),
+        Ok(demo::Ending::Interrupted { signal }) => {
+            ExitCode::from(u8::try_from(128 + signal).unwrap_or(130))
+        }
         Err(e) => {
             eprintln!("demo failed: {e}");
             ExitCode::FAILURE

@@ -12,6 +12,23 @@ use std::time::{Duration, Instant};
 
 #[test]
 fn an_interrupted_demo_exits_130_after_stopping_everything() {
+    stops_everything_on("INT", 130);
+}
+
+/// `kill` (SIGTERM) and a closed terminal (SIGHUP) stop it as Ctrl-C does:
+/// before, they ended the demo at once and left its controller running and
+/// its working directory behind.
+#[test]
+fn a_terminated_demo_exits_143_after_stopping_everything() {
+    stops_everything_on("TERM", 143);
+}
+
+#[test]
+fn a_hung_up_demo_exits_129_after_stopping_everything() {
+    stops_everything_on("HUP", 129);
+}
+
+fn stops_everything_on(signal: &str, code: i32) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_demo"))
         .args(["--timeout-secs", "600"])
         .stdout(Stdio::piped())
@@ -35,7 +52,7 @@ fn an_interrupted_demo_exits_130_after_stopping_everything() {
         panic!("the demo printed nothing: {:?}", reader.join());
     }
     let sent = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .expect("run kill");
     assert!(sent.success());
@@ -46,12 +63,12 @@ fn an_interrupted_demo_exits_130_after_stopping_everything() {
         }
         if Instant::now() > until {
             let _ = child.kill();
-            panic!("the demo did not stop within 180 s of SIGINT");
+            panic!("the demo did not stop within 180 s of SIG{signal}");
         }
         std::thread::sleep(Duration::from_millis(100));
     };
     let lines = reader.join().expect("read the demo's output");
-    assert_eq!(status.code(), Some(130), "{lines:?}");
+    assert_eq!(status.code(), Some(code), "{lines:?}");
     // The log is kept in a file of this run's own.
     let kept = std::env::temp_dir().join(format!("capmox-demo-controller-{}.log", child.id()));
     let last = lines
