@@ -178,6 +178,40 @@ pub enum Ending {
     },
 }
 
+/// The signals that stop the demo: SIGINT (Ctrl-C), SIGTERM and SIGHUP,
+/// listened to from the start.
+struct Signals {
+    interrupt: tokio::signal::unix::Signal,
+    terminate: tokio::signal::unix::Signal,
+    hangup: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind).map_err(|source| crate::E2eError::Io {
+                path: std::path::PathBuf::from(format!("<{name} handler>")),
+                source,
+            })
+        };
+        Ok(Signals {
+            interrupt: listen(SignalKind::interrupt(), "SIGINT")?,
+            terminate: listen(SignalKind::terminate(), "SIGTERM")?,
+            hangup: listen(SignalKind::hangup(), "SIGHUP")?,
+        })
+    }
+
+    /// The number of the next signal received (2, 15 or 1).
+    async fn recv(&mut self) -> i32 {
+        tokio::select! {
+            _ = self.interrupt.recv() => 2,
+            _ = self.terminate.recv() => 15,
+            _ = self.hangup.recv() => 1,
+        }
+    }
+}
+
 /// Runs the demo.
 ///
 /// # Errors
@@ -190,16 +224,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // running, or be swallowed, so that the demo ran to its end.
     // SIGTERM and SIGHUP likewise: left to their default, they ended the
     // demo at once and left its controller running and its directory behind.
-    let listen = |kind: tokio::signal::unix::SignalKind, name: &str| {
-        tokio::signal::unix::signal(kind).map_err(|source| crate::E2eError::Io {
-            path: std::path::PathBuf::from(format!("<{name} handler>")),
-            source,
-        })
-    };
-    use tokio::signal::unix::SignalKind;
-    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
-    let mut terminate = listen(SignalKind::terminate(), "SIGTERM")?;
-    let mut hangup = listen(SignalKind::hangup(), "SIGHUP")?;
+    let mut signals = Signals::new()?;
     let mut screen = Screen::new();
     let deadline = Instant::now() + opts.timeout;
     screen.say(&format!(
@@ -244,9 +269,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
     // environment shut down, its working directory removed, the log kept.
     let outcome = tokio::select! {
         r = story(&mut env, &mut screen, &opts, deadline) => r.map(|()| Ending::Done),
-        _ = interrupt.recv() => Ok(Ending::Interrupted { signal: 2 }),
-        _ = terminate.recv() => Ok(Ending::Interrupted { signal: 15 }),
-        _ = hangup.recv() => Ok(Ending::Interrupted { signal: 1 }),
+        signal = signals.recv() => Ok(Ending::Interrupted { signal }),
     };
     let finished = matches!(outcome, Ok(Ending::Done));
     if finished && opts.keep {
@@ -255,11 +278,7 @@ pub async fn run(opts: DemoOptions) -> Result<Ending> {
             "everything keeps running. Try:\n  export KUBECONFIG={kc}\n  kubectl get cluster-api -n {ns}\n  kubectl get proxmoxmachines -n {ns} -o wide\n  kubectl scale machinedeployment {CLUSTER}-md-dc-a -n {ns} --replicas 3\n  kubectl get nodes\nCtrl-C stops it (and removes the kubeconfig).",
             ns = env.namespace
         ));
-        tokio::select! {
-            _ = interrupt.recv() => {}
-            _ = terminate.recv() => {}
-            _ = hangup.recv() => {}
-        }
+        signals.recv().await;
     }
     // The working directory goes with the environment; the controller's
     // log stays for whoever wants to read what it did (a failed or
